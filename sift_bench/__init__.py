@@ -1,0 +1,1 @@
+"""sift_bench: a benchmark harness for online loss-based data selection (smart sifting)."""

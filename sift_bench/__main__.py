@@ -1,0 +1,101 @@
+"""`python -m sift_bench +experiment=bert`: one training job (or a sweep with -m), logged to MLflow."""
+
+import math
+import random
+import signal
+import sys
+
+import hydra
+import mlflow
+import numpy as np
+import torch
+from omegaconf import DictConfig
+
+from sift_bench import tracking
+from sift_bench.data import DataNotFoundError
+from sift_bench.tasks import build_task
+from sift_bench.train import train
+from sift_bench.validation import ConfigError, validate
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def fail(message: str) -> None:
+    print(f"sift_bench: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def summary(cfg: DictConfig, result, cost_usd: float, run_id: str) -> str:
+    label = tracking.sifter_label(cfg.sifter)
+    target = "not reached" if math.isnan(result.time_to_target_s) else f"{result.time_to_target_s:.1f} s"
+    return "\n".join([
+        f"task         {cfg.task.name} (scale={cfg.scale.name}, seed={cfg.seed})",
+        f"sifter       {cfg.sifter.name} {label}".rstrip(),
+        f"accepted     {result.pct_accepted:.1f} % ({result.samples_trained} of {result.samples_seen} samples)",
+        f"train time   {result.train_time_s:.1f} s (scoring {result.sift_time_s:.1f} s, eval {result.eval_time_s:.1f} s apart)",
+        f"cost         ${cost_usd:.4f} at ${cfg.cost.usd_per_hour}/h",
+        f"accuracy     {result.eval_accuracy:.2f} % (target {cfg.task.target_accuracy} %: {target})",
+        f"mlflow run   {run_id} in {cfg.tracking.uri}",
+    ])
+
+
+def _terminate(signum, frame):
+    # `kill` (SIGTERM) ends the job like Ctrl-C, so its MLflow run is marked KILLED, not left RUNNING.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def run_job(cfg: DictConfig) -> float | None:
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        sift_config = validate(cfg)
+    except ConfigError as error:
+        fail(str(error))
+    if cfg.scale.device.startswith("cuda") and not torch.cuda.is_available():
+        fail(f"scale.device={cfg.scale.device!r} but no CUDA device is available; use scale=cpu or scale=smoke")
+    if cfg.trainer.num_threads:
+        torch.set_num_threads(cfg.trainer.num_threads)
+
+    experiment_id = tracking.use_store(cfg.tracking.uri, cfg.tracking.experiment_name)
+    fingerprint = tracking.config_hash(cfg)
+    if cfg.tracking.skip_finished:
+        done = tracking.find_finished_run(cfg.tracking.uri, experiment_id, fingerprint)
+        if done:
+            print(f"sift_bench: skipped, run {done} already FINISHED with this config ({tracking.run_name(cfg)})")
+            return None
+
+    seed_everything(cfg.seed)
+    device = torch.device(cfg.scale.device)
+    try:
+        parts = build_task(cfg, device)
+    except DataNotFoundError as error:
+        fail(str(error))
+
+    tags = tracking.run_tags(cfg, parts.model_name, parts.dataset_name, fingerprint)
+    run = tracking.start_run(cfg, experiment_id, tags)
+    try:
+        result = train(parts, cfg.trainer, device, cfg.scale.precision, sift_config, seed=cfg.seed,
+                       target_accuracy=cfg.task.target_accuracy, on_eval=tracking.EvalLogger())
+        cost_usd = cfg.cost.usd_per_hour * result.train_time_s / 3600.0
+        tracking.log_final(result, cost_usd)
+    except KeyboardInterrupt:
+        mlflow.end_run("KILLED")
+        raise
+    except BaseException:
+        mlflow.end_run("FAILED")
+        raise
+    mlflow.end_run("FINISHED")
+    print(summary(cfg, result, cost_usd, run.info.run_id))
+    return result.eval_accuracy
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+def main(cfg: DictConfig) -> float | None:
+    return run_job(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Models used by the benchmark tasks."""

@@ -1,0 +1,31 @@
+"""Benchmark tasks. A task supplies the model, the data, a per-sample loss and the metric;
+the training loop (sift_bench.train) is shared."""
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+import torch
+
+
+@dataclass
+class TaskParts:
+    model: torch.nn.Module
+    train_loader: Iterable  # re-iterable, exposes batch_size (and drop_last)
+    eval_loader: Iterable
+    # (model, batch) -> per-sample losses [n]; moves the batch to the model's device itself.
+    per_sample_loss: Callable[[torch.nn.Module, object], torch.Tensor]
+    # (model, batch) -> number of correct predictions in the batch.
+    count_correct: Callable[[torch.nn.Module, object], int]
+    batch_size_of: Callable[[object], int]
+    num_train_samples: int
+    model_name: str
+    dataset_name: str
+
+
+def build_task(cfg, device: torch.device) -> TaskParts:
+    from sift_bench.tasks import cifar10_resnet, sst2_bert
+
+    builders = {"cifar10_resnet": cifar10_resnet.build, "sst2_bert": sst2_bert.build}
+    if cfg.task.name not in builders:
+        raise ValueError(f"task.name must be one of {sorted(builders)}, got {cfg.task.name!r}")
+    return builders[cfg.task.name](cfg, device)

@@ -1,0 +1,60 @@
+"""CIFAR-10 image classification with a CIFAR ResNet, on resident uint8 tensors."""
+
+import torch
+import torch.nn.functional as F
+
+from sift_bench.data.cifar10 import CifarLoader, load_cifar10
+from sift_bench.models.resnet import build_resnet
+from sift_bench.tasks import TaskParts
+
+
+def build(cfg, device: torch.device) -> TaskParts:
+    task, data = cfg.task, cfg.task.data
+    arrays = load_cifar10(
+        data.source,
+        cfg.paths.data_dir,
+        cfg.paths.cache_dir,
+        synthetic_size=(data.synthetic_train_size, data.synthetic_test_size),
+    )
+    if data.train_subset:
+        # A fixed subset (seeded apart from the run seed) so that every seed and sifter sees the same data.
+        keep = torch.randperm(len(arrays.train_labels), generator=torch.Generator().manual_seed(1234))[: data.train_subset]
+        arrays.train_images, arrays.train_labels = arrays.train_images[keep], arrays.train_labels[keep]
+    channels_last = bool(cfg.scale.channels_last)
+    model = build_resnet(task.model.arch, num_classes=10, width_multiplier=task.model.width_multiplier)
+    model = model.to(device, memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+    train_loader = CifarLoader(
+        arrays.train_images, arrays.train_labels, cfg.trainer.batch_size, train=True, device=device,
+        channels_last=channels_last, crop_padding=data.crop_padding, seed=cfg.seed,
+    )
+    eval_loader = CifarLoader(
+        arrays.test_images, arrays.test_labels, cfg.trainer.eval_batch_size, train=False, device=device,
+        channels_last=channels_last,
+    )
+    label_smoothing = float(task.label_smoothing)
+
+    def per_sample_loss(model, batch):
+        images, labels = batch
+        logits = model(images.to(device, non_blocking=True))
+        return F.cross_entropy(logits.float(), labels.to(device), reduction="none", label_smoothing=label_smoothing)
+
+    def count_correct(model, batch):
+        images, labels = batch
+        images = images.to(device, non_blocking=True)
+        logits = model(images).float()
+        if task.eval_flip_tta:
+            # Horizontal-flip test-time augmentation: the same flips the model was trained on.
+            logits = logits + model(images.flip(-1)).float()
+        return int((logits.argmax(dim=1) == labels.to(device)).sum())
+
+    return TaskParts(
+        model=model,
+        train_loader=train_loader,
+        eval_loader=eval_loader,
+        per_sample_loss=per_sample_loss,
+        count_correct=count_correct,
+        batch_size_of=lambda batch: len(batch[1]),
+        num_train_samples=len(arrays.train_labels),
+        model_name=task.model.arch,
+        dataset_name=task.dataset,
+    )

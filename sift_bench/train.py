@@ -1,0 +1,204 @@
+"""The training loop shared by every task: plain PyTorch, sifted or not.
+
+The loop never looks inside a batch: the task supplies the per-sample loss and the metric,
+and `SiftingDataloader` stands in for the task's loader when a sifter is configured.
+"""
+
+import contextlib
+import logging
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from sift_bench.schedule import SampleSchedule
+from sift_bench.sifting import Loss, SiftingDataloader
+from sift_bench.tasks import TaskParts
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EvalPoint:
+    epoch: float
+    samples_seen: int
+    samples_trained: int
+    train_time_s: float
+    train_loss: float
+    eval_accuracy: float
+    pct_accepted: float
+    lr_multiplier: float  # where the schedule stands: reaches final_lr_fraction only if training completed it
+
+
+@dataclass
+class TrainResult:
+    eval_accuracy: float
+    train_time_s: float
+    sift_time_s: float
+    eval_time_s: float
+    samples_seen: int
+    samples_trained: int
+    pct_accepted: float
+    time_to_target_s: float  # NaN when the target was never reached
+    history: list[EvalPoint] = field(default_factory=list)
+
+
+class TaskLoss(Loss):
+    """Adapts a task's per-sample loss to the sifter's `Loss` interface, under the run's autocast."""
+
+    def __init__(self, per_sample_loss: Callable, autocast: Callable):
+        self.per_sample_loss = per_sample_loss
+        self.autocast = autocast
+
+    def loss(self, model, transformed_batch, original_batch=None):
+        with self.autocast():
+            return self.per_sample_loss(model, original_batch)
+
+
+def build_optimizer(model: torch.nn.Module, optimizer_cfg) -> torch.optim.Optimizer:
+    # No weight decay on biases and normalisation weights (1-d tensors): the usual recipe for both ResNets and BERT.
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() > 1]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() <= 1]
+    groups = [{"params": decay, "weight_decay": optimizer_cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if optimizer_cfg.name == "sgd":
+        return torch.optim.SGD(groups, lr=optimizer_cfg.lr, momentum=optimizer_cfg.momentum, nesterov=optimizer_cfg.nesterov)
+    if optimizer_cfg.name == "adamw":
+        return torch.optim.AdamW(groups, lr=optimizer_cfg.lr, betas=tuple(optimizer_cfg.betas), eps=optimizer_cfg.eps)
+    raise ValueError(f"trainer.optimizer.name must be 'sgd' or 'adamw', got {optimizer_cfg.name!r}")
+
+
+def autocast_factory(device: torch.device, precision: str) -> Callable:
+    if precision == "fp32":
+        return contextlib.nullcontext
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    return lambda: torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def evaluate(parts: TaskParts, autocast: Callable) -> float:
+    """Accuracy in percent over the whole evaluation split."""
+    model = parts.model
+    was_training = model.training
+    model.eval()
+    correct = total = 0
+    with torch.no_grad(), autocast():
+        for batch in parts.eval_loader:
+            correct += parts.count_correct(model, batch)
+            total += parts.batch_size_of(batch)
+    model.train(was_training)
+    return 100.0 * correct / total
+
+
+def _progress_bar(total: int, enabled: bool):
+    from tqdm import tqdm
+
+    # disable=None lets tqdm switch itself off when stderr is not a terminal (CI, log files).
+    return tqdm(total=total, unit="sample", unit_scale=True, dynamic_ncols=True, disable=None if enabled else True, file=sys.stderr)
+
+
+def train(
+    parts: TaskParts,
+    trainer_cfg,
+    device: torch.device,
+    precision: str,
+    sift_config=None,
+    seed: int = 0,
+    target_accuracy: float | None = None,
+    on_eval: Callable[[EvalPoint], None] | None = None,
+) -> TrainResult:
+    """Train `parts.model` for `trainer_cfg.epochs` epochs; evaluate `evals_per_epoch` times per epoch."""
+    model = parts.model
+    autocast = autocast_factory(device, precision)
+    optimizer = build_optimizer(model, trainer_cfg.optimizer)
+    total_samples = trainer_cfg.epochs * parts.num_train_samples
+    schedule = SampleSchedule(
+        optimizer, total_samples, trainer_cfg.schedule.name, trainer_cfg.schedule.warmup_fraction,
+        trainer_cfg.schedule.final_lr_fraction,
+    )
+    sifter = None
+    loader = parts.train_loader
+    if sift_config is not None:
+        sifter = SiftingDataloader(sift_config, parts.train_loader, TaskLoss(parts.per_sample_loss, autocast), model, seed=seed)
+        loader = sifter
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    history: list[EvalPoint] = []
+    samples_seen = samples_trained = 0
+    train_time = eval_time = 0.0
+    time_to_target = math.nan
+    eval_every = parts.num_train_samples / trainer_cfg.evals_per_epoch
+    progress = _progress_bar(total_samples, trainer_cfg.progress)
+
+    lr_multiplier = 0.0
+
+    def record_eval(epoch_position: float, loss_mean: float, epoch_seen: int, epoch_trained: int):
+        nonlocal eval_time, time_to_target
+        start = time.perf_counter()
+        accuracy = evaluate(parts, autocast)
+        eval_time += time.perf_counter() - start
+        point = EvalPoint(
+            epoch=epoch_position, samples_seen=samples_seen, samples_trained=samples_trained, train_time_s=train_time,
+            train_loss=loss_mean, eval_accuracy=accuracy, pct_accepted=100.0 * epoch_trained / max(epoch_seen, 1),
+            lr_multiplier=lr_multiplier,
+        )
+        history.append(point)
+        log.info("epoch %.2f  train_loss %.4f  eval_accuracy %.2f %%  accepted %.1f %%  train_time %.1f s",
+                 point.epoch, point.train_loss, point.eval_accuracy, point.pct_accepted, point.train_time_s)
+        if target_accuracy is not None and math.isnan(time_to_target) and accuracy >= target_accuracy:
+            time_to_target = train_time
+        if on_eval:
+            on_eval(point)
+
+    model.train()
+    for epoch in range(trainer_cfg.epochs):
+        epoch_start_seen, epoch_start_trained = samples_seen, samples_trained
+        loss_sum = torch.zeros((), device=device)
+        next_eval = 1
+        sync()
+        segment_start = time.perf_counter()
+        for step, batch in enumerate(loader):
+            batch_size = parts.batch_size_of(batch)
+            # The candidates consumed to build this batch count as seen, so the schedule runs on samples seen.
+            samples_seen = sifter.stats.samples_seen if sifter else samples_seen + batch_size
+            samples_trained += batch_size
+            lr_multiplier = schedule.step(samples_seen)
+            with autocast():
+                losses = parts.per_sample_loss(model, batch)
+            optimizer.zero_grad(set_to_none=True)
+            losses.mean().backward()
+            optimizer.step()
+            loss_sum += losses.detach().sum()
+            epoch_seen, epoch_trained = samples_seen - epoch_start_seen, samples_trained - epoch_start_trained
+            progress.update(samples_seen - progress.n)
+            if step % 20 == 0 and not progress.disable:
+                progress.set_postfix(epoch=epoch + 1, loss=f"{loss_sum.item() / epoch_trained:.3f}",
+                                     accepted=f"{100.0 * epoch_trained / epoch_seen:.1f}%")
+            if next_eval < trainer_cfg.evals_per_epoch and next_eval * eval_every <= epoch_seen < parts.num_train_samples:
+                next_eval += 1
+                sync()
+                train_time += time.perf_counter() - segment_start
+                record_eval(epoch + epoch_seen / parts.num_train_samples, loss_sum.item() / epoch_trained, epoch_seen, epoch_trained)
+                segment_start = time.perf_counter()
+        sync()
+        train_time += time.perf_counter() - segment_start
+        epoch_seen, epoch_trained = samples_seen - epoch_start_seen, samples_trained - epoch_start_trained
+        record_eval(float(epoch + 1), loss_sum.item() / max(epoch_trained, 1), epoch_seen, epoch_trained)
+    progress.close()
+
+    return TrainResult(
+        eval_accuracy=history[-1].eval_accuracy,
+        train_time_s=train_time,
+        sift_time_s=sifter.stats.scoring_seconds if sifter else 0.0,
+        eval_time_s=eval_time,
+        samples_seen=samples_seen,
+        samples_trained=samples_trained,
+        pct_accepted=100.0 * samples_trained / max(samples_seen, 1),
+        time_to_target_s=time_to_target,
+        history=history,
+    )
+

@@ -1,0 +1,129 @@
+"""The real entry point, `python -m sift_bench`, end to end into a temporary sqlite store."""
+
+import math
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from conftest import CONF_DIR, ROOT, run_cli
+
+FINAL_METRICS = ("eval_accuracy", "train_time_s", "sift_time_s", "eval_time_s", "cost_usd", "pct_accepted",
+                 "samples_seen", "samples_trained", "time_to_target_s")
+EPOCH_METRICS = ("train_loss", "eval_accuracy", "pct_accepted")
+TAGS = ("task", "model", "dataset", "sifter", "scale", "seed", "git_commit")
+
+
+def runs_in(store: str):
+    client = MlflowClient(store)
+    experiments = client.search_experiments()
+    return client, client.search_runs([e.experiment_id for e in experiments]) if experiments else []
+
+
+@pytest.mark.parametrize("experiment", ["bert", "resnet"])
+def test_experiment_runs_end_to_end_and_logs_everything(experiment, store, tmp_path):
+    result = run_cli([f"+experiment={experiment}", "scale=smoke", f"tracking.uri={store}"], tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "accepted" in result.stdout and "mlflow run" in result.stdout
+    client, runs = runs_in(store)
+    assert len(runs) == 1
+    run = runs[0]
+    assert run.info.status == "FINISHED"
+    assert run.info.run_id in result.stdout
+    metrics, params, tags = run.data.metrics, run.data.params, run.data.tags
+    assert set(FINAL_METRICS) <= set(metrics)
+    assert set(TAGS) <= set(tags) and tags["sifter"] == "relative_probabilistic" and tags["scale"] == "smoke"
+    assert params["sifter.beta_value"] == "3" and params["sifter.sift_delay"] == "10" and params["seed"] == "0"
+    assert 0 < metrics["pct_accepted"] < 100
+    assert metrics["samples_trained"] < metrics["samples_seen"]
+    assert metrics["pct_accepted"] == pytest.approx(100 * metrics["samples_trained"] / metrics["samples_seen"])
+    assert 0 <= metrics["eval_accuracy"] <= 100 and metrics["train_time_s"] > 0 and metrics["sift_time_s"] > 0
+    assert metrics["cost_usd"] == pytest.approx(0.23 * metrics["train_time_s"] / 3600)
+    for name in EPOCH_METRICS:
+        assert len(client.get_metric_history(run.info.run_id, name)) >= 2, name  # once per epoch, then the final
+    config = client.download_artifacts(run.info.run_id, "config.yaml", str(tmp_path))
+    assert "beta_value: 3" in open(config).read()
+
+
+def test_baseline_trains_on_every_sample(store, tmp_path):
+    result = run_cli(["task=sst2_bert", "sifter=none", "scale=smoke", f"tracking.uri={store}", "seed=3"], tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    _, runs = runs_in(store)
+    metrics = runs[0].data.metrics
+    assert metrics["pct_accepted"] == 100.0 and metrics["samples_trained"] == metrics["samples_seen"]
+    assert metrics["sift_time_s"] == 0.0 and runs[0].data.tags["seed"] == "3"
+
+
+def test_random_control_never_scores(store, tmp_path):
+    result = run_cli(["task=cifar10_resnet", "sifter=random", "sifter.keep_fraction=0.5", "sifter.sift_delay=0",
+                      "scale=smoke", f"tracking.uri={store}"], tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = runs_in(store)[1][0].data.metrics
+    assert metrics["sift_time_s"] == 0.0 and 35 < metrics["pct_accepted"] < 65
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["sifter=relative_probabilistic", "sifter.beta_value=-1"], "beta_value"),
+    (["sifter=random", "sifter.keep_fraction=1.5"], "keep_fraction"),
+    (["sifter=relative_probabilistic", "sifter.loss_history_length=0"], "loss_history_length"),
+    (["scale=huge"], "scale"),
+    (["task=mnist_mlp"], "task"),
+    (["paths.data_dir=/does/not/exist", "scale=cpu"], "/does/not/exist"),
+    (["trainer.epochs=0"], "trainer.epochs"),
+])
+def test_bad_values_fail_fast_with_a_clear_message(overrides, message, store, tmp_path):
+    result = run_cli([*overrides, f"tracking.uri={store}"], tmp_path, timeout=60)
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr  # a message, not a stack trace
+    assert runs_in(store)[1] == []  # no run was started: it failed before training
+
+
+def test_a_missing_data_set_is_reported_with_where_it_looked(store, tmp_path):
+    empty = tmp_path / "empty_data"
+    empty.mkdir()
+    result = run_cli(["task=sst2_bert", f"paths.data_dir={empty}", f"tracking.uri={store}"], tmp_path, timeout=60)
+    assert result.returncode == 2
+    assert str(empty / "sst2" / "train.tsv") in result.stderr and "SIFT_BENCH_DATA_DIR" in result.stderr
+    assert runs_in(store)[1] == []
+
+
+def test_interrupted_run_is_marked_killed(store, tmp_path):
+    env_args = ["+experiment=bert", "scale=smoke", "trainer.epochs=500", f"tracking.uri={store}",
+                f"hydra.run.dir={tmp_path}/outputs"]
+    process = subprocess.Popen([sys.executable, "-m", "sift_bench", *env_args], cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        runs = runs_in(store)[1] if (tmp_path / "mlflow.db").exists() else []
+        if runs and runs[0].info.status == "RUNNING" and runs[0].data.metrics:
+            break
+        time.sleep(0.5)
+    else:
+        process.kill()
+        pytest.fail("the run never started")
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=60)
+    assert process.returncode != 0
+    assert runs_in(store)[1][0].info.status == "KILLED"
+
+
+def test_multirun_makes_a_parent_with_children_and_resume_skips_finished(store, tmp_path):
+    args = ["-m", "+experiment=bert", "scale=smoke", "trainer.epochs=1", "seed=0,1", f"tracking.uri={store}"]
+    result = run_cli(args, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    _, runs = runs_in(store)
+    parents = [r for r in runs if r.data.tags.get("run_kind") == "sweep"]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert sorted(r.data.tags["seed"] for r in children) == ["0", "1"]
+    assert all(r.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for r in children)
+    assert all(r.info.status == "FINISHED" for r in children)
+    again = run_cli([*args, "tracking.skip_finished=true", "seed=0,1,2"], tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.count("skipped") == 2
+    seeds = sorted(r.data.tags["seed"] for r in runs_in(store)[1] if "mlflow.parentRunId" in r.data.tags)
+    assert seeds == ["0", "1", "2"]  # only the new seed ran
