@@ -94,11 +94,12 @@ def test_a_missing_data_set_is_reported_with_where_it_looked(store, tmp_path):
 def test_interrupted_run_is_marked_killed(store, tmp_path):
     env_args = ["+experiment=bert", "scale=smoke", "trainer.epochs=500", f"tracking.uri={store}",
                 f"hydra.run.dir={tmp_path}/outputs"]
+    runs_in(store)  # create the store's tables here, so two processes never migrate it at once
     process = subprocess.Popen([sys.executable, "-m", "sift_bench", *env_args], cwd=tmp_path,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while time.time() < deadline:
-        runs = runs_in(store)[1] if (tmp_path / "mlflow.db").exists() else []
+        runs = runs_in(store)[1]
         if runs and runs[0].info.status == "RUNNING" and runs[0].data.metrics:
             break
         time.sleep(0.5)

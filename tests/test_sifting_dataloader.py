@@ -478,6 +478,11 @@ def test_unsupported_batch_fails_at_the_first_batch_even_during_the_delay():
     sifter = SiftingDataloader(relative_config(sift_delay=10), loader, RaisingLoss(), tiny_net())
     with pytest.raises(TypeError, match=r"batch of type \S*Sample.*batch_transforms="):
         next(iter(sifter))
+    # A supported type with a field the default transform cannot select fails just as early.
+    loader = ListLoader([{"ids": torch.arange(4), "meta": 7}], 4)
+    sifter = SiftingDataloader(relative_config(sift_delay=10), loader, RaisingLoss(), tiny_net())
+    with pytest.raises(TypeError, match=r"field 'meta' of a dict batch is a int"):
+        next(iter(sifter))
 
 
 def test_custom_batch_transform():

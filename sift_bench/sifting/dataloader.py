@@ -172,7 +172,9 @@ class SiftingDataloader:
     def _score(self, sifting_batch: SiftingBatch, batch: Any) -> torch.Tensor:
         model = self.model
         was_training = [module for module in model.modules() if module.training]
-        model.eval()
+        # What model.eval() does, without its recursive Python calls (a third of the bookkeeping).
+        for module in was_training:
+            module.training = False
         started = time.perf_counter()
         try:
             with torch.no_grad():
@@ -242,7 +244,7 @@ class SiftingDataloader:
                     ready, pieces = merged, []
                 else:
                     ready, rest = merged.split(batch_size)
-                    pieces = [rest, rest]
+                    pieces = [rest]
                 pending -= batch_size
                 stats.batches_yielded += 1
                 self._batches_yielded_total += 1
