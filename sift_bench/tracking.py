@@ -50,6 +50,36 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+def machine_tags() -> dict[str, str]:
+    """What the run ran on, so a report can say it without being run on the same machine."""
+    import platform
+
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as handle:
+            cpu = next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    tags = {"machine.cpu": cpu, "machine.cores": str(os.cpu_count()), "torch_version": torch.__version__}
+    if torch.cuda.is_available():
+        tags["machine.gpu"] = torch.cuda.get_device_name()
+    return tags
+
+
+def command_tags() -> dict[str, str]:
+    """The command line that launched the job, and this job's own overrides within a sweep."""
+    import sys
+
+    from hydra.core.hydra_config import HydraConfig
+
+    tags = {"command": " ".join(["python -m sift_bench", *sys.argv[1:]])}
+    if HydraConfig.initialized():
+        tags["overrides"] = " ".join(HydraConfig.get().overrides.task)
+    return tags
+
+
 def sifter_label(sifter_cfg) -> str:
     if sifter_cfg.name == "relative_probabilistic":
         return f"beta={sifter_cfg.beta_value} hist={sifter_cfg.loss_history_length} delay={sifter_cfg.sift_delay}"
@@ -95,6 +125,8 @@ def run_tags(cfg: DictConfig, model_name: str, dataset_name: str, fingerprint: s
         "seed": str(cfg.seed),
         "config_hash": fingerprint,
     }
+    tags.update(machine_tags())
+    tags.update(command_tags())
     commit = git_commit()
     if commit:
         tags["git_commit"] = commit

@@ -97,17 +97,20 @@ def test_interrupted_run_is_marked_killed(store, tmp_path):
     runs_in(store)  # create the store's tables here, so two processes never migrate it at once
     process = subprocess.Popen([sys.executable, "-m", "sift_bench", *env_args], cwd=tmp_path,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        runs = runs_in(store)[1]
-        if runs and runs[0].info.status == "RUNNING" and runs[0].data.metrics:
-            break
-        time.sleep(0.5)
-    else:
-        process.kill()
-        pytest.fail("the run never started")
-    process.send_signal(signal.SIGINT)
-    process.communicate(timeout=60)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            runs = runs_in(store)[1]
+            if runs and runs[0].info.status == "RUNNING" and runs[0].data.metrics:
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail("the run never started")
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
     assert process.returncode != 0
     assert runs_in(store)[1][0].info.status == "KILLED"
 

@@ -3,7 +3,9 @@
 from collections import OrderedDict, namedtuple
 
 import pytest
+import tokenizers
 import torch
+import transformers
 
 from sift_bench.sifting import (
     MappingBatchTransform,
@@ -67,8 +69,6 @@ def test_dict_batch_with_a_string_field(mapping_type):
 
 
 def tiny_tokenizer():
-    tokenizers = pytest.importorskip("tokenizers")
-    transformers = pytest.importorskip("transformers")
     vocab = {"[PAD]": 0, "[UNK]": 1, "a": 2, "b": 3, "c": 4}
     tokenizer = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="[UNK]"))
     tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
@@ -78,7 +78,6 @@ def tiny_tokenizer():
 
 
 def test_batch_encoding_stays_a_batch_encoding():
-    transformers = pytest.importorskip("transformers")
     texts = ["a b", "c", "a a b c", "b", "c c"]
     batch = tiny_tokenizer()(texts, padding=True, return_tensors="pt")
     batch["text"] = list(texts)
@@ -95,7 +94,6 @@ def test_batch_encoding_stays_a_batch_encoding():
 
 
 def test_batch_encoding_without_encodings():
-    transformers = pytest.importorskip("transformers")
     batch = transformers.BatchEncoding({"input_ids": torch.arange(10).reshape(5, 2)})
     out = sift_round_trip(batch)
     assert type(out) is transformers.BatchEncoding and out.encodings is None

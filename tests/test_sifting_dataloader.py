@@ -514,14 +514,21 @@ def test_custom_batch_transform():
 # ---- devices ---------------------------------------------------------------
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_batches_and_model_on_cuda():
-    model = tiny_net().cuda().train()
-    batches = [(features.cuda(), ids.cuda()) for features, ids in id_batches(20, 16)]
+# CUDA joins where a GPU is present; on the CPU the same device path runs with cpu tensors.
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_batches_and_model_on_the_models_device(device):
+    model = tiny_net().to(device).train()
+    # Shuffled ids: in id order this loss only grows, so every batch would top the history and be kept.
+    order = torch.randperm(320, generator=torch.Generator().manual_seed(0))
+    features, ids = torch.cat([f for f, _ in id_batches(20, 16)])[order], order
+    batches = [(features[i:i + 16].to(device), ids[i:i + 16].to(device)) for i in range(0, 320, 16)]
     sifter = SiftingDataloader(relative_config(1.0), ListLoader(batches, 16), ModelLoss(), model, seed=0)
     ids = []
     for features, batch_ids in sifter:
-        assert features.is_cuda and batch_ids.is_cuda
+        assert features.device.type == device and batch_ids.device.type == device
         ids.extend(batch_ids.tolist())
     assert len(ids) == len(set(ids)) == sifter.stats.samples_kept < 320
     assert model.training
