@@ -1,0 +1,483 @@
+"""The savings table, its control pairing and its headline, from a frame of runs: pure pandas, no I/O.
+
+A runs frame is what `mlflow.search_runs` returns (run_id, status, start_time, metrics.*, params.*, tags.*),
+read from the store or back from runs.csv; its `metrics.*` hold each metric's LAST value, the run's final figure.
+`python -m sift_bench.report` (__main__.py) does the reading, writing and plotting around these functions.
+"""
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from sift_bench.tracking import NOT_HASHED, NOT_HASHED_TRAINER
+
+BASELINE = "none"
+CONTROL = "random"
+# Always columns of table.csv, so the SageMaker-style columns exist whichever sifters have run.
+SIFTER_PARAMS = ("beta_value", "loss_history_length", "sift_delay", "keep_fraction")
+# Accuracy points a configuration may lose against the baseline and still count for the headline.
+HEADLINE_TOLERANCE = 0.5
+# Final metrics a row of the table needs; a run lacking one is named in the report's notes.
+NEEDED_METRICS = ("eval_accuracy", "train_time_s", "cost_usd", "pct_accepted")
+HISTORY_METRICS = ("train_loss", "eval_accuracy", "pct_accepted", "epoch", "train_time_s", "samples_seen",
+                   "samples_trained", "lr_multiplier")
+EXCLUDED_COLUMNS = ("run_id", "run_name", "status", "scale", "task", "sifter", "seed", "reason")
+TABLE_STATS = ("n_seeds", "seeds", "pct_accepted", "pct_accepted_std", "pct_time_savings", "pct_cost_savings",
+               "accuracy", "accuracy_std", "accuracy_baseline", "accuracy_delta", "time_to_target_s",
+               "n_reached_target", "train_time_s", "train_time_std", "sift_time_s", "cost_usd", "run_ids")
+# Params that differ between runs of one task without changing what is compared: the sifter is the
+# configuration, the seed is what is averaged over, the rest only says where files go or how progress shows.
+NOT_COMPARED_PREFIXES = ("params.sifter.", *(f"params.{group}." for group in NOT_HASHED))
+NOT_COMPARED = ("params.seed", "params.sweep_name", *(f"params.trainer.{key}" for key in NOT_HASHED_TRAINER))
+
+
+# ---------------------------------------------------------------- runs frame
+
+def _text(value):
+    if value is None or value == "" or (not isinstance(value, str) and pd.isna(value)):
+        return np.nan
+    return str(value)
+
+
+def _number(value) -> float:
+    # float() of a string is exact, so a metric written to CSV and read back is the same float.
+    if value is None or value == "" or (not isinstance(value, str) and pd.isna(value)):
+        return math.nan
+    return float(value)
+
+
+def normalise(runs: pd.DataFrame) -> pd.DataFrame:
+    """The same frame whether it came from the store or from CSV: metrics float, everything else str or NaN."""
+    columns = {}
+    for name in runs.columns:
+        if name.startswith("metrics."):
+            columns[name] = runs[name].map(_number).astype("float64")
+        else:
+            columns[name] = runs[name].astype(object).map(_text).astype(object)
+    return pd.DataFrame(columns, index=pd.RangeIndex(len(runs)))
+
+
+def column(frame: pd.DataFrame, name: str) -> pd.Series:
+    """A column, or all NaN when no run logged it."""
+    if name in frame.columns:
+        return frame[name]
+    return pd.Series(math.nan, index=frame.index, dtype="float64" if name.startswith("metrics.") else object)
+
+
+def _tag_or_param(runs: pd.DataFrame, tag: str, param: str) -> pd.Series:
+    return column(runs, f"tags.{tag}").where(column(runs, f"tags.{tag}").notna(), column(runs, f"params.{param}"))
+
+
+def split_runs(runs: pd.DataFrame, scale: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The FINISHED job runs of this scale, and every other run with the reason it was left out.
+
+    A rerun of an identical config and seed (same config_hash) counts once: the latest FINISHED one.
+    """
+    scales = _tag_or_param(runs, "scale", "scale.name")
+    reason = pd.Series(np.nan, index=runs.index, dtype=object)
+    reason[column(runs, "tags.run_kind") == "sweep"] = "sweep parent"
+    other_scale = reason.isna() & (scales != scale)
+    reason[other_scale] = "scale " + scales[other_scale].fillna("unknown")
+    unfinished = reason.isna() & (column(runs, "status") != "FINISHED")
+    reason[unfinished] = "status " + column(runs, "status")[unfinished].fillna("unknown")
+
+    candidates = runs[reason.isna()]
+    if "start_time" in candidates:
+        candidates = candidates.sort_values("start_time", kind="stable")
+    hashes = column(candidates, "tags.config_hash")
+    latest = candidates[hashes.notna()].groupby(hashes[hashes.notna()], sort=False)["run_id"].last()
+    for index, config_hash in hashes.items():
+        if pd.notna(config_hash) and latest[config_hash] != candidates.at[index, "run_id"]:
+            reason[index] = f"rerun: same config_hash as {latest[config_hash]}"
+
+    used = runs[reason.isna()].reset_index(drop=True)
+    left_out = runs[reason.notna()]
+    excluded = pd.DataFrame({
+        "run_id": left_out["run_id"], "run_name": column(left_out, "tags.mlflow.runName"),
+        "status": column(left_out, "status"), "scale": scales[reason.notna()],
+        "task": column(left_out, "tags.task"), "sifter": column(left_out, "tags.sifter"),
+        "seed": column(left_out, "tags.seed"), "reason": reason[reason.notna()],
+    }, columns=list(EXCLUDED_COLUMNS)).reset_index(drop=True)
+    return used, excluded
+
+
+# ---------------------------------------------------------------- table
+
+def sifter_params(runs: pd.DataFrame) -> list[str]:
+    """The sifter's params that any run logged (without `name`), SageMaker's first: new sifters add their own."""
+    logged = [name[len("params.sifter."):] for name in runs.columns
+              if name.startswith("params.sifter.") and name != "params.sifter.name" and runs[name].notna().any()]
+    return [*SIFTER_PARAMS, *sorted(name for name in logged if name not in SIFTER_PARAMS)]
+
+
+def run_rows(used: pd.DataFrame) -> pd.DataFrame:
+    """One row per run in the field's names: task, model, dataset, sifter and its params, seed, final metrics."""
+    rows = pd.DataFrame({
+        "run_id": column(used, "run_id"),
+        "task": _tag_or_param(used, "task", "task.name"),
+        "model": column(used, "tags.model"),
+        "dataset": _tag_or_param(used, "dataset", "task.dataset"),
+        "sifter": _tag_or_param(used, "sifter", "sifter.name"),
+        "seed": _tag_or_param(used, "seed", "seed"),
+    })
+    for name in sifter_params(used):
+        rows[name] = column(used, f"params.sifter.{name}")
+    for name in ("eval_accuracy", "train_time_s", "sift_time_s", "cost_usd", "pct_accepted", "time_to_target_s"):
+        rows[name] = column(used, f"metrics.{name}").to_numpy()
+    return rows
+
+
+def _sort_value(value):
+    """Numbers in numeric order, then text, then missing: '0.5' < '3' < '10'."""
+    if not isinstance(value, str) and pd.isna(value):
+        return (2, 0.0, "")
+    try:
+        return (0, float(value), "")
+    except (TypeError, ValueError):
+        return (1, 0.0, str(value))
+
+
+def _sifter_rank(sifter) -> tuple:
+    # The baseline first, the control last, every other sifter by name in between.
+    return ({BASELINE: 0, CONTROL: 2}.get(sifter, 1), _sort_value(sifter))
+
+
+def first_present(values: pd.Series):
+    present = values.dropna()
+    return present.iloc[0] if len(present) else np.nan
+
+
+def config_labels(table: pd.DataFrame, params: list[str]) -> pd.Series:
+    """`sifter` plus the params that differ between that sifter's configurations: short, and unique per task."""
+    labels = pd.Series("", index=table.index, dtype=object)
+    for sifter, rows in table.groupby("sifter", dropna=False, sort=False):
+        varying = [name for name in params if rows[name].astype(object).fillna("\0").nunique() > 1]
+        for index, row in rows.iterrows():
+            settings = [f"{name}={row[name]}" for name in varying if pd.notna(row[name])]
+            labels[index] = " ".join([str(sifter) if pd.notna(sifter) else "unknown", *settings])
+    return labels
+
+
+def build_table(used: pd.DataFrame) -> pd.DataFrame:
+    """One row per task x sifter configuration (all its params), aggregated over seeds, with savings vs the baseline.
+
+    Means over seeds; std is the sample std (ddof=1), NaN for one seed. A run lacking a metric is left out of
+    that metric's mean only. Savings: 100 * (1 - mean train time / mean baseline train time), same for cost.
+    """
+    rows = run_rows(used)
+    params = sifter_params(used)
+    keys = ["task", "sifter", *params]
+    records = []
+    for _, group in rows.groupby(keys, dropna=False, sort=False):
+        reached = group["time_to_target_s"].dropna()
+        records.append({
+            **{key: group[key].iloc[0] for key in keys},
+            "model": first_present(group["model"]), "dataset": first_present(group["dataset"]),
+            "n_seeds": len(group),
+            "seeds": " ".join(str(seed) for seed in sorted(group["seed"].dropna(), key=_sort_value)),
+            "pct_accepted": group["pct_accepted"].mean(), "pct_accepted_std": group["pct_accepted"].std(),
+            "accuracy": group["eval_accuracy"].mean(), "accuracy_std": group["eval_accuracy"].std(),
+            # Over the seeds that reached the target; n_reached_target says how many did.
+            "time_to_target_s": reached.mean() if len(reached) else math.nan, "n_reached_target": len(reached),
+            "train_time_s": group["train_time_s"].mean(), "train_time_std": group["train_time_s"].std(),
+            "sift_time_s": group["sift_time_s"].mean(), "cost_usd": group["cost_usd"].mean(),
+            "run_ids": " ".join(group["run_id"]),
+        })
+    if not records:
+        return pd.DataFrame(columns=["task", "model", "dataset", "sifter", "config", *params, *TABLE_STATS])
+    table = pd.DataFrame(records)
+    order = sorted(table.index, key=lambda i: (_sort_value(table.at[i, "task"]), _sifter_rank(table.at[i, "sifter"]),
+                                               *(_sort_value(table.at[i, name]) for name in params)))
+    table = table.loc[order].reset_index(drop=True)
+    table["config"] = config_labels(table, params)
+
+    baseline = table[table["sifter"] == BASELINE].drop_duplicates("task").set_index("task")
+    base_time = table["task"].map(baseline["train_time_s"]).astype("float64")
+    base_cost = table["task"].map(baseline["cost_usd"]).astype("float64")
+    table["accuracy_baseline"] = table["task"].map(baseline["accuracy"]).astype("float64")
+    table["pct_time_savings"] = 100 * (1 - table["train_time_s"] / base_time)
+    table["pct_cost_savings"] = 100 * (1 - table["cost_usd"] / base_cost)
+    table["accuracy_delta"] = table["accuracy"] - table["accuracy_baseline"]
+    return table[["task", "model", "dataset", "sifter", "config", *params, *TABLE_STATS]]
+
+
+def is_sifted(table: pd.DataFrame) -> pd.Series:
+    """A real sifter: neither the baseline nor the random control."""
+    return ~table["sifter"].isin([BASELINE, CONTROL]) & table["sifter"].notna()
+
+
+def tasks_without_baseline(table: pd.DataFrame) -> list:
+    with_baseline = set(table.loc[table["sifter"] == BASELINE, "task"])
+    return [task for task in table["task"].drop_duplicates() if task not in with_baseline]
+
+
+# ---------------------------------------------------------------- control pairing, headline
+
+CONTROL_RULE = ("sifting beat the control when its mean accuracy exceeds the control's by more than the larger "
+                "of the two std over seeds; lost to it when below by more than that; otherwise no clear difference. "
+                "Needs at least 2 seeds on each side.")
+
+
+def verdict(accuracy, accuracy_std, control_accuracy, control_std) -> str:
+    """CONTROL_RULE applied to one pair."""
+    if pd.isna(accuracy) or pd.isna(control_accuracy):
+        return "cannot tell: accuracy missing"
+    if pd.isna(accuracy_std) or pd.isna(control_std):
+        return "cannot tell: needs at least 2 seeds on each side"
+    spread = max(accuracy_std, control_std)
+    difference = accuracy - control_accuracy
+    if difference > spread:
+        return "beat the control"
+    if difference < -spread:
+        return "lost to the control"
+    return "no clear difference (within the spread)"
+
+
+def pair_controls(table: pd.DataFrame) -> pd.DataFrame:
+    """Each sifted configuration next to the random control of its task whose mean % accepted is closest.
+
+    Ties go to the control listed first in the table (the smaller keep_fraction).
+    """
+    records = []
+    for _, row in table[is_sifted(table)].iterrows():
+        controls = table[(table["task"] == row["task"]) & (table["sifter"] == CONTROL)]
+        known = controls[controls["pct_accepted"].notna()]
+        record = {"task": row["task"], "config": row["config"], "pct_accepted": row["pct_accepted"],
+                  "accuracy": row["accuracy"], "accuracy_std": row["accuracy_std"], "n_seeds": row["n_seeds"],
+                  "pct_time_savings": row["pct_time_savings"], "control": np.nan, "control_pct_accepted": math.nan,
+                  "control_accuracy": math.nan, "control_accuracy_std": math.nan, "control_n_seeds": 0,
+                  "control_pct_time_savings": math.nan, "accuracy_difference": math.nan, "spread": math.nan}
+        if controls.empty or known.empty or pd.isna(row["pct_accepted"]):
+            record["verdict"] = ("no random control for this task" if controls.empty
+                                 else "cannot tell: % accepted missing")
+            records.append(record)
+            continue
+        control = known.loc[(known["pct_accepted"] - row["pct_accepted"]).abs().idxmin()]
+        record.update({
+            "control": control["config"], "control_pct_accepted": control["pct_accepted"],
+            "control_accuracy": control["accuracy"], "control_accuracy_std": control["accuracy_std"],
+            "control_n_seeds": control["n_seeds"], "control_pct_time_savings": control["pct_time_savings"],
+            "accuracy_difference": row["accuracy"] - control["accuracy"],
+            "spread": max(row["accuracy_std"], control["accuracy_std"]),
+            "verdict": verdict(row["accuracy"], row["accuracy_std"], control["accuracy"], control["accuracy_std"]),
+        })
+        records.append(record)
+    return pd.DataFrame(records, columns=[
+        "task", "config", "pct_accepted", "accuracy", "accuracy_std", "n_seeds", "pct_time_savings", "control",
+        "control_pct_accepted", "control_accuracy", "control_accuracy_std", "control_n_seeds",
+        "control_pct_time_savings", "accuracy_difference", "spread", "verdict"])
+
+
+def _within_tolerance(table: pd.DataFrame, tolerance: float) -> pd.Series:
+    # A hair of slack so 79.5 against 80.0 counts as exactly 0.5 below despite float rounding.
+    return table["accuracy_delta"] >= -tolerance - 1e-9
+
+
+def headline(table: pd.DataFrame, tolerance: float = HEADLINE_TOLERANCE) -> pd.DataFrame:
+    """Per task: the best % time savings among configurations whose mean accuracy is at most `tolerance`
+    points below the baseline's (any sifter, random control included), or a statement that there is none."""
+    records = []
+    for task in table["task"].drop_duplicates():
+        rows = table[table["task"] == task]
+        record = {"task": task, "config": np.nan, "sifter": np.nan, "pct_time_savings": math.nan,
+                  "accuracy": math.nan, "accuracy_baseline": math.nan, "accuracy_delta": math.nan}
+        candidates = rows[(rows["sifter"] != BASELINE) & rows["pct_time_savings"].notna()
+                          & _within_tolerance(rows, tolerance)]
+        if not (rows["sifter"] == BASELINE).any():
+            record["statement"] = "no baseline (sifter=none) at this scale, so no savings to report"
+        elif rows.loc[rows["sifter"] == BASELINE, "accuracy"].isna().all():
+            record["statement"] = "the baseline has no accuracy, so nothing can be said to be within reach of it"
+        elif candidates.empty:
+            record["statement"] = f"none: no configuration is within {tolerance:g} accuracy points of the baseline"
+        else:
+            best = candidates.loc[candidates["pct_time_savings"].idxmax()]
+            record.update({name: best[name] for name in ("config", "sifter", "pct_time_savings", "accuracy",
+                                                         "accuracy_baseline", "accuracy_delta")})
+            record["statement"] = (f"{best['pct_time_savings']:.1f} % time savings with {best['config']} "
+                                   f"(accuracy {best['accuracy']:.2f} vs baseline {best['accuracy_baseline']:.2f}, "
+                                   f"{best['accuracy_delta']:+.2f} points, n={best['n_seeds']})")
+        records.append(record)
+    return pd.DataFrame(records, columns=["task", "config", "sifter", "pct_time_savings", "accuracy",
+                                          "accuracy_baseline", "accuracy_delta", "statement"])
+
+
+def best_sifted(table: pd.DataFrame, tolerance: float = HEADLINE_TOLERANCE) -> dict:
+    """Per task, the table index of the sifted configuration to plot over time: the most time saved within
+    `tolerance` points of the baseline, else the most accurate."""
+    best = {}
+    for task in table["task"].drop_duplicates():
+        rows = table[(table["task"] == task) & is_sifted(table)]
+        keeping = rows[_within_tolerance(rows, tolerance) & rows["pct_time_savings"].notna()]
+        if len(keeping):
+            best[task] = keeping["pct_time_savings"].idxmax()
+        elif rows["accuracy"].notna().any():
+            best[task] = rows["accuracy"].idxmax()
+    return best
+
+
+# ---------------------------------------------------------------- notes on the runs
+
+def missing_metrics(used: pd.DataFrame) -> dict[str, list[str]]:
+    """run_id -> the needed final metrics it lacks."""
+    missing = {}
+    for index, run_id in used["run_id"].items():
+        lacks = [name for name in NEEDED_METRICS if pd.isna(column(used, f"metrics.{name}")[index])]
+        if lacks:
+            missing[run_id] = lacks
+    return missing
+
+
+def varying_settings(used: pd.DataFrame) -> dict:
+    """task -> params (other than sifter, seed and where-files-go) whose values differ between its runs,
+    which would make its rows compare different training setups."""
+    tasks = _tag_or_param(used, "task", "task.name")
+    compared = [name for name in used.columns if name.startswith("params.") and name not in NOT_COMPARED
+                and not name.startswith(NOT_COMPARED_PREFIXES)]
+    varying = {}
+    for task in tasks.drop_duplicates():
+        runs = used[tasks == task] if pd.notna(task) else used[tasks.isna()]
+        names = [name for name in compared if runs[name].fillna("\0").nunique() > 1]
+        if names:
+            varying[task] = names
+    return varying
+
+
+def machines(used: pd.DataFrame) -> list[str]:
+    """Each distinct machine the runs ran on, with how many runs: CPU model, cores, torch, GPU if any."""
+    described = pd.DataFrame({name: column(used, f"tags.{name}").fillna("unknown")
+                              for name in ("machine.cpu", "machine.cores", "torch_version", "machine.gpu")})
+    lines = []
+    for (cpu, cores, torch_version, gpu), count in described.value_counts(sort=False).items():
+        gpu_text = "" if gpu == "unknown" else f", GPU {gpu}"
+        lines.append(f"CPU {cpu}, {cores} cores{gpu_text}, torch {torch_version} ({count} runs)")
+    return lines
+
+
+def commands(used: pd.DataFrame) -> list[str]:
+    """The distinct command lines that launched the runs, oldest first."""
+    ordered = used.sort_values("start_time", kind="stable") if "start_time" in used else used
+    return list(column(ordered, "tags.command").dropna().drop_duplicates())
+
+
+# ---------------------------------------------------------------- markdown
+
+# Dollars per run are small: two decimals would print most of them as 0.00 or 0.01.
+DIGITS = {"cost_usd": 4}
+
+
+def fmt(value, digits: int = 2) -> str:
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return "–"
+    if isinstance(value, (int, np.integer)):
+        return str(value)
+    if isinstance(value, (float, np.floating)):
+        return f"{value:.{digits}f}"
+    return str(value).replace("|", "\\|")
+
+
+def with_spread(mean, std, n) -> str:
+    """`mean ± std (n=3)`; the std is left out for a single seed."""
+    if pd.isna(mean):
+        return "–"
+    return f"{mean:.2f} ± {std:.2f} (n={n})" if pd.notna(std) else f"{mean:.2f} (n={n})"
+
+
+def markdown_table(header: list[str], rows: list[list]) -> str:
+    digits = [DIGITS.get(name, 2) for name in header]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(fmt(value, places) for value, places in zip(row, digits)) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def sagemaker_table(table: pd.DataFrame) -> str:
+    """SageMaker's savings layout, one row per sifted configuration; `sifter` names the configuration."""
+    sifted = table[is_sifted(table)]
+    if sifted.empty:
+        return "No sifted configuration at this scale (only the baseline and/or the random control)."
+    header = ["model", "dataset", "sifter", "% accepted", "% savings", "accuracy baseline", "accuracy sifted"]
+    baseline = table[table["sifter"] == BASELINE].drop_duplicates("task").set_index("task")
+    rows = []
+    for _, row in sifted.iterrows():
+        base = baseline.loc[row["task"]] if row["task"] in baseline.index else None
+        base_text = ("no baseline" if base is None
+                     else with_spread(base["accuracy"], base["accuracy_std"], base["n_seeds"]))
+        rows.append([row["model"], row["dataset"], row["config"], row["pct_accepted"], row["pct_time_savings"],
+                     base_text, with_spread(row["accuracy"], row["accuracy_std"], row["n_seeds"])])
+    return markdown_table(header, rows)
+
+
+def full_table(table: pd.DataFrame) -> str:
+    shown = [name for name in table.columns if name not in ("run_ids", "config")]
+    return markdown_table(shown, table[shown].values.tolist())
+
+
+def control_table(pairs: pd.DataFrame) -> str:
+    if pairs.empty:
+        return "No sifted configuration to compare."
+    header = ["task", "sifted", "% accepted", "accuracy", "random control", "% accepted", "accuracy",
+              "difference", "spread", "verdict"]
+    rows = [[p["task"], p["config"], p["pct_accepted"], with_spread(p["accuracy"], p["accuracy_std"], p["n_seeds"]),
+             p["control"], p["control_pct_accepted"],
+             with_spread(p["control_accuracy"], p["control_accuracy_std"], p["control_n_seeds"]),
+             p["accuracy_difference"], p["spread"], p["verdict"]] for _, p in pairs.iterrows()]
+    return markdown_table(header, rows)
+
+
+def render_report(*, table: pd.DataFrame, used: pd.DataFrame, excluded: pd.DataFrame, scale: str, source: str,
+                  report_command: str, plots: dict[str, str], notes: list[str]) -> str:
+    """report.md: SageMaker's layout first, then headline, control comparison, full table, plots, provenance."""
+    pairs = pair_controls(table)
+    headlines = headline(table)
+    other_scales = excluded[excluded["reason"].str.startswith("scale ", na=False)]
+    unfinished = excluded[excluded["reason"].str.startswith("status ", na=False)]
+    reruns = excluded[excluded["reason"].str.startswith("rerun", na=False)]
+    parents = excluded[excluded["reason"] == "sweep parent"]
+    lines = [
+        f"# Smart sifting savings, scale `{scale}`", "",
+        f"Built by `{report_command}` from {len(used)} FINISHED runs ({source}). "
+        "Every number below comes from the commands under *How this was made*.", "",
+        "## Savings (SageMaker layout)", "", sagemaker_table(table), "",
+        "% accepted: samples trained on / samples seen. % savings: training wall time (scoring passes included, "
+        "evaluation excluded) saved against the baseline (sifter=none) of the same task and scale, "
+        "100 × (1 − mean time / mean baseline time). Accuracy: test accuracy in %, mean ± sample std over seeds. "
+        "A configuration's name shows only the params that differ between that sifter's configurations; "
+        "the full table has them all.", "",
+        "## Headline", "",
+        f"Per task, the best % time savings among configurations whose mean accuracy is at most "
+        f"{HEADLINE_TOLERANCE:g} points below the baseline's:", "",
+        *[f"- **{fmt(h['task'])}**: {h['statement']}" for _, h in headlines.iterrows()], "",
+        "## Sifting against the random control", "",
+        "Each sifted configuration is paired with the random control (sifter=random) of the same task whose "
+        "mean % accepted is closest, so both train on about as many samples. Rule: " + CONTROL_RULE, "",
+        control_table(pairs), "",
+        "## Full table", "",
+        f"Also in `table.csv` (with the run ids of each row). {', '.join(SIFTER_PARAMS)} and the other sifter "
+        "params identify a configuration; std is over seeds; `–` is missing.", "",
+        full_table(table), "",
+    ]
+    if plots:
+        lines += ["## Plots", ""]
+        for file_name, caption in plots.items():
+            lines += [f"![{file_name}]({file_name})", "", caption, ""]
+    if notes:
+        lines += ["## Notes", "", *[f"- {note}" for note in notes], ""]
+    scale_counts = ", ".join(f"{name}: {count}" for name, count in
+                             other_scales["reason"].str.removeprefix("scale ").value_counts(sort=False).items())
+    lines += [
+        "## Runs and machine", "",
+        f"- Scale: `{scale}`.",
+        f"- Runs used: {len(used)} FINISHED.",
+        f"- Left out: not FINISHED {len(unfinished)}" + (" (listed below)" if len(unfinished) else "")
+        + f"; other scales {len(other_scales)}" + (f" ({scale_counts})" if scale_counts else "")
+        + f"; reruns of an identical config and seed {len(reruns)} (the latest kept); sweep parents {len(parents)}.",
+        *[f"- Machine: {line}" for line in machines(used)],
+        *[f"- git commit: `{commit}`" for commit in column(used, "tags.git_commit").dropna().drop_duplicates()],
+        "",
+    ]
+    if len(unfinished):
+        shown = ["run_id", "run_name", "status", "task", "sifter", "seed"]
+        lines += [markdown_table(["run id", "name", "status", "task", "sifter", "seed"],
+                                 unfinished[shown].values.tolist()), ""]
+    lines += ["## How this was made", "", "```", *commands(used), report_command, "```", ""]
+    return "\n".join(lines)

@@ -1,0 +1,308 @@
+"""`python -m sift_bench.report`: the savings table, report.md, plots and CSVs of one scale.
+
+Reads the harness's MLflow store (or, with --from-csv, the runs.csv/history.csv/excluded.csv an earlier report
+wrote, so results/ can be rebuilt without the sqlite file) and writes under results/<scale>/.
+Exit status: 0 written; 1 nothing to report (no store, no experiment, or no FINISHED run of the scale), in
+which case nothing is written and earlier results stay; 2 bad usage.
+"""
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from sift_bench import report
+
+# conf/tracking/mlflow.yaml's defaults, so a bare `python -m sift_bench.report` reads what a bare job wrote.
+DEFAULT_URI = "sqlite:///mlflow.db"
+DEFAULT_EXPERIMENT = "sift_bench"
+DEFAULT_SCALE = "cpu"
+SAVINGS_PLOT = "accuracy_vs_savings.png"
+TIME_PLOT = "accuracy_vs_time.png"
+PLOT_FILES = (SAVINGS_PLOT, TIME_PLOT)
+
+
+class NothingToReport(Exception):
+    pass
+
+
+def warn(message: str) -> None:
+    print(f"sift_bench.report: {message}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------- reading
+
+def read_store(uri: str, experiment_name: str) -> pd.DataFrame:
+    """Every active run of the experiment, as `mlflow.search_runs` returns them."""
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    if uri.startswith("sqlite:///"):
+        path = Path(uri[len("sqlite:///"):])
+        # Opening a missing sqlite file would create an empty store; a report should not leave one behind.
+        if not path.is_file():
+            raise NothingToReport(f"no MLflow store at {path} (tracking URI {uri})")
+    experiment = MlflowClient(uri).get_experiment_by_name(experiment_name)
+    if experiment is None:
+        raise NothingToReport(f"no experiment named {experiment_name!r} in {uri}")
+    mlflow.set_tracking_uri(uri)
+    return report.normalise(mlflow.search_runs([experiment.experiment_id], max_results=100_000))
+
+
+def read_history(uri: str, run_ids: list[str]) -> pd.DataFrame:
+    """Per-evaluation metrics, one row per run and step; at a step logged twice (the last evaluation and the
+    final figures) the later value wins, as in `metrics.*`."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    records = [(run_id, point.step, point.timestamp, order, name, point.value)
+               for run_id in run_ids for name in report.HISTORY_METRICS
+               for order, point in enumerate(client.get_metric_history(run_id, name))]
+    return wide_history(pd.DataFrame(records, columns=["run_id", "step", "timestamp", "order", "metric", "value"]))
+
+
+def wide_history(long: pd.DataFrame) -> pd.DataFrame:
+    columns = ["run_id", "step", *report.HISTORY_METRICS]
+    if long.empty:
+        return pd.DataFrame(columns=columns)
+    latest = long.sort_values(["run_id", "metric", "step", "timestamp", "order"]).drop_duplicates(
+        ["run_id", "metric", "step"], keep="last")
+    wide = latest.pivot(index=["run_id", "step"], columns="metric", values="value").reset_index()
+    return wide.reindex(columns=columns)
+
+
+def read_csv_dir(directory: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """runs.csv (the runs a report used), excluded.csv and history.csv, as the store would have given them."""
+    runs = report.normalise(pd.read_csv(directory / "runs.csv", dtype=str, keep_default_na=False))
+    excluded = pd.DataFrame(columns=list(report.EXCLUDED_COLUMNS))
+    if (directory / "excluded.csv").is_file():
+        excluded = report.normalise(pd.read_csv(directory / "excluded.csv", dtype=str, keep_default_na=False))
+    history = pd.DataFrame(columns=["run_id", "step", *report.HISTORY_METRICS])
+    if (directory / "history.csv").is_file():
+        history = pd.read_csv(directory / "history.csv", dtype={"run_id": str})
+    return runs, excluded, history
+
+
+# ---------------------------------------------------------------- plots
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _task_title(rows: pd.DataFrame, task) -> str:
+    model, dataset = report.first_present(rows["model"]), report.first_present(rows["dataset"])
+    return f"{report.fmt(task)} ({report.fmt(model)}, {report.fmt(dataset)})"
+
+
+def plot_accuracy_vs_savings(table: pd.DataFrame, scale: str, path: Path) -> None:
+    """Per task, accuracy against % time savings: one series per sifter, error bars = std over seeds."""
+    plt = _pyplot()
+    tasks = list(table["task"].drop_duplicates())
+    figure, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4.5), squeeze=False)
+    for axis, task in zip(axes[0], tasks):
+        rows = table[table["task"] == task]
+        axis.set_title(_task_title(rows, task))
+        axis.set_xlabel("% training time saved vs baseline")
+        axis.set_ylabel("test accuracy (%)")
+        baseline = rows[rows["sifter"] == report.BASELINE]
+        if baseline.empty:
+            axis.text(0.5, 0.5, "no baseline at this scale:\n% savings unknown", transform=axis.transAxes,
+                      ha="center", va="center")
+            continue
+        for sifter, series in rows[rows["sifter"] != report.BASELINE].groupby("sifter", sort=False):
+            series = series.dropna(subset=["pct_time_savings", "accuracy"])
+            if series.empty:
+                continue
+            label = f"{sifter} (control)" if sifter == report.CONTROL else str(sifter)
+            axis.errorbar(series["pct_time_savings"], series["accuracy"], yerr=series["accuracy_std"].fillna(0),
+                          fmt="o", capsize=3, label=label)
+            for _, row in series.iterrows():
+                axis.annotate(f"{row['pct_accepted']:.0f}% kept", (row["pct_time_savings"], row["accuracy"]),
+                              textcoords="offset points", xytext=(4, 4), fontsize=7)
+        base = baseline.iloc[0]
+        axis.errorbar([0], [base["accuracy"]], yerr=[0 if pd.isna(base["accuracy_std"]) else base["accuracy_std"]],
+                      fmt="s", color="black", capsize=3, label="baseline (sifter=none)")
+        axis.axhline(base["accuracy"], color="gray", linestyle=":", linewidth=1)
+        axis.legend(fontsize=8)
+    figure.suptitle(f"scale={scale}: mean over seeds, error bars = std; labels = % of samples accepted")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def _curve(history: pd.DataFrame, run_ids: str) -> pd.DataFrame:
+    """Mean cumulative train time and accuracy over a configuration's seeds at each evaluation step."""
+    points = history[history["run_id"].isin(run_ids.split())].dropna(subset=["train_time_s", "eval_accuracy"])
+    return points.groupby("step").agg(train_time_s=("train_time_s", "mean"), accuracy=("eval_accuracy", "mean"),
+                                      accuracy_std=("eval_accuracy", "std")).reset_index()
+
+
+def plot_accuracy_vs_time(table: pd.DataFrame, history: pd.DataFrame, scale: str, path: Path) -> bool:
+    """Per task, accuracy against cumulative training time for the baseline, the best sifted configuration
+    and its paired random control. False (and no file) when there is no history to draw."""
+    best = report.best_sifted(table)
+    pairs = report.pair_controls(table)
+    tasks = list(table["task"].drop_duplicates())
+    plt = _pyplot()
+    figure, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4.5), squeeze=False)
+    drawn = False
+    for axis, task in zip(axes[0], tasks):
+        rows = table[table["task"] == task]
+        axis.set_title(_task_title(rows, task))
+        axis.set_xlabel("cumulative training time (s)")
+        axis.set_ylabel("test accuracy (%)")
+        lines = [(rows[rows["sifter"] == report.BASELINE].head(1), "baseline (sifter=none)", "black", "-")]
+        if task in best:
+            sifted = table.loc[[best[task]]]
+            lines.append((sifted, f"best sifted: {sifted['config'].iloc[0]}", "C0", "-"))
+            pair = pairs[(pairs["task"] == task) & (pairs["config"] == sifted["config"].iloc[0])]
+            if len(pair) and pd.notna(pair["control"].iloc[0]):
+                control = rows[(rows["sifter"] == report.CONTROL) & (rows["config"] == pair["control"].iloc[0])]
+                lines.append((control, f"paired control: {pair['control'].iloc[0]}", "C1", "--"))
+        for config, label, color, style in lines:
+            if config.empty:
+                continue
+            curve = _curve(history, config["run_ids"].iloc[0])
+            if curve.empty:
+                continue
+            axis.errorbar(curve["train_time_s"], curve["accuracy"], yerr=curve["accuracy_std"].fillna(0),
+                          color=color, linestyle=style, marker="o", markersize=3, capsize=2, label=label)
+            drawn = True
+        if axis.get_legend_handles_labels()[0]:
+            axis.legend(fontsize=8)
+        else:
+            axis.text(0.5, 0.5, "no metric history", transform=axis.transAxes, ha="center", va="center")
+    if drawn:
+        figure.suptitle(f"scale={scale}: mean over seeds at each evaluation, error bars = std")
+        figure.tight_layout()
+        figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return drawn
+
+
+# ---------------------------------------------------------------- writing
+
+def write_results(out: Path, used: pd.DataFrame, excluded: pd.DataFrame, history: pd.DataFrame, scale: str,
+                  source: str, report_command: str) -> pd.DataFrame:
+    out.mkdir(parents=True, exist_ok=True)
+    table = report.build_table(used)
+    # Columns no used run logged (another scale's or sifter's params) say nothing about these runs.
+    used.dropna(axis=1, how="all").to_csv(out / "runs.csv", index=False)
+    excluded.to_csv(out / "excluded.csv", index=False)
+    history.to_csv(out / "history.csv", index=False)
+    table.round(6).to_csv(out / "table.csv", index=False)
+
+    for name in PLOT_FILES:
+        (out / name).unlink(missing_ok=True)  # a plot this report cannot draw must not be left from an older one
+    plots = {}
+    plot_accuracy_vs_savings(table, scale, out / SAVINGS_PLOT)
+    plots[SAVINGS_PLOT] = ("Accuracy against % training time saved, per task; every sifter its own series, "
+                           "the baseline at 0. Error bars: std over seeds.")
+    if plot_accuracy_vs_time(table, history, scale, out / TIME_PLOT):
+        plots[TIME_PLOT] = ("Accuracy against cumulative training time at each evaluation, for the baseline, the "
+                            "best sifted configuration (most time saved within "
+                            f"{report.HEADLINE_TOLERANCE:g} points of the baseline, else the most accurate) and "
+                            "its paired random control; mean over seeds.")
+
+    notes = []
+    for task in report.tasks_without_baseline(table):
+        notes.append(f"Task {report.fmt(task)} has no baseline (sifter=none) run at this scale: its savings, "
+                     "accuracy_baseline and accuracy_delta are empty.")
+    for run_id, names in report.missing_metrics(used).items():
+        notes.append(f"Run {run_id} lacks {', '.join(names)}: left out of those means.")
+    for task, names in report.varying_settings(used).items():
+        notes.append(f"Runs of task {report.fmt(task)} differ in {', '.join(names)}, not only in the sifter and "
+                     "seed: its rows may compare different training setups.")
+    if TIME_PLOT not in plots:
+        notes.append("No per-evaluation history for the configurations to plot: accuracy_vs_time.png not drawn.")
+    (out / "report.md").write_text(report.render_report(
+        table=table, used=used, excluded=excluded, scale=scale, source=source, report_command=report_command,
+        plots=plots, notes=notes))
+    return table
+
+
+# ---------------------------------------------------------------- command line
+
+def parser() -> argparse.ArgumentParser:
+    cli = argparse.ArgumentParser(
+        prog="python -m sift_bench.report",
+        description="Build the smart-sifting savings table (table.csv, report.md, plots, runs.csv, history.csv, "
+                    "excluded.csv) for one scale from the harness's MLflow store, using FINISHED runs only.",
+        epilog="Exit status: 0 written; 1 nothing to report (no store, no experiment, or no FINISHED run of the "
+               "scale): nothing is written; 2 bad usage.")
+    cli.add_argument("--tracking-uri", help=f"MLflow store to read (default {DEFAULT_URI}, the harness default)")
+    cli.add_argument("--experiment-name", help=f"MLflow experiment (default {DEFAULT_EXPERIMENT})")
+    cli.add_argument("--scale", help=f"only runs of this scale go in (default {DEFAULT_SCALE}; with --from-csv, "
+                                     "the scale of the runs in the CSV)")
+    cli.add_argument("--out", type=Path, help="output folder (default results/<scale>)")
+    cli.add_argument("--from-csv", type=Path, metavar="DIR",
+                     help="rebuild from DIR/runs.csv, excluded.csv and history.csv instead of a store")
+    return cli
+
+
+def csv_scale(runs: pd.DataFrame) -> str | None:
+    scales = report.column(runs, "tags.scale").dropna().unique()
+    return scales[0] if len(scales) == 1 else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    cli = parser()
+    args = cli.parse_args(argv)
+    report_command = shlex.join(["python", "-m", "sift_bench.report", *argv])
+    if args.from_csv and (args.tracking_uri or args.experiment_name):
+        cli.error("--from-csv reads CSV files; it takes no --tracking-uri or --experiment-name")
+    try:
+        if args.from_csv:
+            if not (args.from_csv / "runs.csv").is_file():
+                cli.error(f"--from-csv: no runs.csv in {args.from_csv}")
+            runs, excluded_before, history = read_csv_dir(args.from_csv)
+            scale = args.scale or csv_scale(runs) or DEFAULT_SCALE
+            source = f"rebuilt from the CSV files in {args.from_csv}"
+        else:
+            uri = args.tracking_uri or DEFAULT_URI
+            experiment_name = args.experiment_name or DEFAULT_EXPERIMENT
+            runs = read_store(uri, experiment_name)
+            excluded_before = pd.DataFrame(columns=list(report.EXCLUDED_COLUMNS))
+            scale = args.scale or DEFAULT_SCALE
+            source = f"experiment `{experiment_name}` in `{uri}`"
+        if runs.empty:
+            raise NothingToReport(f"{args.from_csv}/runs.csv has no runs" if args.from_csv else "the store has no runs")
+        used, excluded = report.split_runs(runs, scale)
+        if len(excluded_before):
+            excluded = pd.concat([frame for frame in (excluded_before, excluded) if len(frame)], ignore_index=True)
+        unfinished = excluded[excluded["reason"].str.startswith("status ", na=False)]
+        if len(unfinished):
+            warn(f"warning: {len(unfinished)} runs of scale {scale} are not FINISHED and are left out:")
+            for _, run in unfinished.iterrows():
+                print(f"  {run['run_id']}  {report.fmt(run['run_name'])}  {run['status']}", file=sys.stderr)
+        other_scales = excluded["reason"].str.startswith("scale ", na=False).sum()
+        if other_scales:
+            warn(f"ignored {other_scales} runs of other scales (--scale {scale})")
+        if used.empty:
+            present = sorted(set(excluded.loc[excluded["status"] == "FINISHED", "scale"].dropna()) - {scale})
+            hint = f" (FINISHED runs exist at: {', '.join(present)}; pick one with --scale)" if present else ""
+            raise NothingToReport(f"no FINISHED run of scale {scale!r}{hint}")
+        if not args.from_csv:
+            history = read_history(uri, list(used["run_id"]))
+        out = args.out or Path("results") / scale
+        table = write_results(out, used, excluded, history, scale, source, report_command)
+    except NothingToReport as reason:
+        warn(f"{reason}; nothing written")
+        return 1
+    print(f"sift_bench.report: {len(used)} runs -> {len(table)} rows; wrote {out}/report.md, table.csv, runs.csv, "
+          "history.csv, excluded.csv and plots")
+    for _, line in report.headline(table).iterrows():
+        print(f"  {report.fmt(line['task'])}: {line['statement']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

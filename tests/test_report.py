@@ -1,0 +1,449 @@
+"""`python -m sift_bench.report`: the table math by hand, and the CLI on small sqlite stores built here."""
+
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from mlflow.entities import Metric, Param
+from mlflow.tracking import MlflowClient
+
+from conftest import ROOT
+from sift_bench import report
+from sift_bench.report.__main__ import main
+
+SST2 = {"task": "sst2_bert", "model": "all-MiniLM-L6-v2", "dataset": "sst2"}
+CIFAR = {"task": "cifar10_resnet", "model": "resnet20", "dataset": "cifar10"}
+RP3 = {"sifter": "relative_probabilistic", "beta_value": "3", "loss_history_length": "500", "sift_delay": "10"}
+RP1 = {**RP3, "beta_value": "1"}
+KEEP25 = {"sifter": "random", "keep_fraction": "0.25", "sift_delay": "10"}
+KEEP50 = {**KEEP25, "keep_fraction": "0.5"}
+NONE = {"sifter": "none"}
+SIFTER_KEYS = ("beta_value", "loss_history_length", "sift_delay", "keep_fraction", "prune_ratio")
+
+# sst2 by hand: (sifter, seed, train_time_s, cost_usd, eval_accuracy, pct_accepted)
+SST2_RUNS = [
+    (NONE, 0, 100.0, 0.100, 80.0, 100.0), (NONE, 1, 110.0, 0.110, 82.0, 100.0),
+    (RP3, 0, 70.0, 0.070, 81.0, 26.0), (RP3, 1, 77.0, 0.077, 81.4, 28.0),
+    (RP1, 0, 90.0, 0.090, 79.5, 50.0), (RP1, 1, 99.0, 0.099, 80.5, 52.0),
+    (KEEP25, 0, 60.0, 0.060, 78.0, 25.0), (KEEP25, 1, 66.0, 0.066, 79.0, 25.0),
+    (KEEP50, 0, 80.0, 0.080, 80.0, 50.0), (KEEP50, 1, 88.0, 0.088, 80.5, 50.0),
+]
+
+
+def frame_row(task: dict, sifter: dict, seed, time_s, cost, accuracy, accepted, *, scale="cpu", status="FINISHED",
+              run_id=None) -> dict:
+    """One run as `mlflow.search_runs` gives it: tags.*, params.* (strings), metrics.* (last values)."""
+    row = {"run_id": run_id or f"{task['task']}-{sifter['sifter']}-{'-'.join(sifter.values())}-{seed}",
+           "status": status, "start_time": f"2026-01-01 00:00:{seed:02d}+00:00",
+           "tags.task": task["task"], "tags.model": task["model"], "tags.dataset": task["dataset"],
+           "tags.sifter": sifter["sifter"], "tags.scale": scale, "tags.seed": str(seed),
+           "params.sifter.name": sifter["sifter"], "params.seed": str(seed),
+           "metrics.train_time_s": time_s, "metrics.cost_usd": cost, "metrics.eval_accuracy": accuracy,
+           "metrics.pct_accepted": accepted}
+    row.update({f"params.sifter.{key}": value for key, value in sifter.items() if key != "sifter"})
+    return row
+
+
+def runs_frame(rows: list[dict]) -> pd.DataFrame:
+    return report.normalise(pd.DataFrame(rows))
+
+
+def sst2_frame(extra: list[dict] = ()) -> pd.DataFrame:
+    return runs_frame([frame_row(SST2, *run) for run in SST2_RUNS] + list(extra))
+
+
+def row_of(table: pd.DataFrame, task: str, sifter: dict) -> pd.Series:
+    match = (table["task"] == task) & (table["sifter"] == sifter["sifter"])
+    for key in SIFTER_KEYS:
+        if key in table.columns:
+            wanted = sifter.get(key)
+            match &= table[key].isna() if wanted is None else table[key] == wanted
+    assert match.sum() == 1, (task, sifter)
+    return table[match].iloc[0]
+
+
+# ---------------------------------------------------------------- pure functions, values by hand
+
+def test_savings_and_spread_over_seeds_by_hand():
+    table = report.build_table(sst2_frame())
+    assert len(table) == 5
+    assert list(table["sifter"]) == ["none", "relative_probabilistic", "relative_probabilistic", "random", "random"]
+    base = row_of(table, "sst2_bert", NONE)
+    assert base["n_seeds"] == 2 and base["seeds"] == "0 1"
+    assert base["train_time_s"] == pytest.approx(105.0) and base["accuracy"] == pytest.approx(81.0)
+    assert base["accuracy_std"] == pytest.approx(math.sqrt(2))
+    assert base["pct_time_savings"] == pytest.approx(0.0) and base["accuracy_delta"] == pytest.approx(0.0)
+    assert pd.isna(base["beta_value"]) and pd.isna(base["keep_fraction"])
+
+    sifted = row_of(table, "sst2_bert", RP3)
+    assert sifted["model"] == "all-MiniLM-L6-v2" and sifted["dataset"] == "sst2" and sifted["beta_value"] == "3"
+    assert sifted["train_time_s"] == pytest.approx(73.5) and sifted["train_time_std"] == pytest.approx(math.sqrt(24.5))
+    assert sifted["pct_time_savings"] == pytest.approx(100 * (1 - 73.5 / 105))  # 30.0
+    assert sifted["pct_cost_savings"] == pytest.approx(30.0)
+    assert sifted["pct_accepted"] == pytest.approx(27.0) and sifted["pct_accepted_std"] == pytest.approx(math.sqrt(2))
+    assert sifted["accuracy"] == pytest.approx(81.2) and sifted["accuracy_std"] == pytest.approx(math.sqrt(0.08))
+    assert sifted["accuracy_baseline"] == pytest.approx(81.0) and sifted["accuracy_delta"] == pytest.approx(0.2)
+    assert sifted["config"] == "relative_probabilistic beta_value=3"  # only the param that differs is named
+
+    assert row_of(table, "sst2_bert", KEEP25)["pct_time_savings"] == pytest.approx(40.0)
+    assert row_of(table, "sst2_bert", KEEP50)["config"] == "random keep_fraction=0.5"
+    for name in ("task", "model", "dataset", "sifter", "beta_value", "loss_history_length", "sift_delay",
+                 "keep_fraction", "n_seeds", "pct_accepted", "pct_time_savings", "pct_cost_savings", "accuracy",
+                 "accuracy_std", "accuracy_baseline", "accuracy_delta", "time_to_target_s", "train_time_s",
+                 "train_time_std", "pct_accepted_std", "seeds"):
+        assert name in table.columns, name
+
+
+def test_a_new_sifter_with_new_params_needs_no_report_change():
+    prune3 = {"sifter": "infobatch", "prune_ratio": "0.3"}
+    prune5 = {"sifter": "infobatch", "prune_ratio": "0.5"}
+    table = report.build_table(sst2_frame([frame_row(SST2, prune3, 0, 84.0, 0.084, 80.0, 70.0),
+                                           frame_row(SST2, prune5, 0, 63.0, 0.063, 79.0, 50.0)]))
+    assert "prune_ratio" in table.columns and len(table) == 7
+    assert row_of(table, "sst2_bert", prune5)["pct_time_savings"] == pytest.approx(40.0)
+    assert row_of(table, "sst2_bert", prune3)["config"] == "infobatch prune_ratio=0.3"
+    assert report.is_sifted(table).sum() == 4  # infobatch counts as sifting, not as a control
+
+
+def test_time_to_target_is_averaged_over_the_seeds_that_reached_it():
+    rows = [frame_row(SST2, NONE, seed, 100.0, 0.1, 80.0, 100.0) for seed in (0, 1, 2)]
+    for row, reached in zip(rows, (30.0, 50.0, math.nan)):
+        row["metrics.time_to_target_s"] = reached
+    base = report.build_table(runs_frame(rows)).iloc[0]
+    assert base["time_to_target_s"] == pytest.approx(40.0) and base["n_reached_target"] == 2
+    assert base["seeds"] == "0 1 2"
+
+
+def test_each_sifted_config_is_paired_with_the_closest_control():
+    pairs = report.pair_controls(report.build_table(sst2_frame())).set_index("config")
+    beta3 = pairs.loc["relative_probabilistic beta_value=3"]  # 27 % accepted: 25 is closer than 50
+    assert beta3["control"] == "random keep_fraction=0.25"
+    assert beta3["accuracy_difference"] == pytest.approx(81.2 - 78.5)
+    assert beta3["spread"] == pytest.approx(math.sqrt(0.5))  # the control's std is the larger
+    assert beta3["verdict"] == "beat the control"
+    beta1 = pairs.loc["relative_probabilistic beta_value=1"]  # 51 % accepted: pairs with 50
+    assert beta1["control"] == "random keep_fraction=0.5"
+    assert beta1["accuracy_difference"] == pytest.approx(80.0 - 80.25)
+    assert beta1["verdict"] == "no clear difference (within the spread)"
+
+
+def test_a_tie_between_controls_goes_to_the_first_and_one_seed_cannot_tell():
+    keep29 = {**KEEP25, "keep_fraction": "0.29"}
+    frame = runs_frame([frame_row(SST2, NONE, 0, 100.0, 0.1, 80.0, 100.0),
+                        frame_row(SST2, RP3, 0, 70.0, 0.07, 81.0, 27.0),
+                        frame_row(SST2, keep29, 0, 70.0, 0.07, 70.0, 29.0),
+                        frame_row(SST2, KEEP25, 0, 70.0, 0.07, 75.0, 25.0)])
+    pair = report.pair_controls(report.build_table(frame)).iloc[0]
+    assert pair["control"] == "random keep_fraction=0.25"
+    assert pair["verdict"] == "cannot tell: needs at least 2 seeds on each side"
+
+
+@pytest.mark.parametrize("accuracy,std,control,control_std,expected", [
+    (82.0, 0.5, 80.0, 1.0, "beat the control"),
+    (80.9, 0.5, 80.0, 1.0, "no clear difference (within the spread)"),
+    (78.0, 1.5, 80.0, 0.2, "lost to the control"),
+    (math.nan, 0.5, 80.0, 1.0, "cannot tell: accuracy missing"),
+])
+def test_beat_the_control_rule(accuracy, std, control, control_std, expected):
+    assert report.verdict(accuracy, std, control, control_std) == expected
+
+
+def test_headline_is_the_most_time_saved_within_half_a_point():
+    lines = report.headline(report.build_table(sst2_frame())).set_index("task")
+    # random 0.25 saves 40 % but is 2.5 points down; beta=3 saves 30 % at +0.2.
+    assert lines.loc["sst2_bert", "config"] == "relative_probabilistic beta_value=3"
+    assert lines.loc["sst2_bert", "pct_time_savings"] == pytest.approx(30.0)
+    assert lines.loc["sst2_bert", "statement"].startswith("30.0 % time savings with relative_probabilistic")
+
+
+def test_headline_edges_exactly_half_a_point_counts_and_none_qualifies():
+    base = [frame_row(SST2, NONE, 0, 100.0, 0.1, 80.0, 100.0)]
+    half = runs_frame(base + [frame_row(SST2, RP3, 0, 50.0, 0.05, 79.5, 25.0),
+                              frame_row(SST2, RP1, 0, 30.0, 0.03, 79.4, 50.0)])
+    assert report.headline(report.build_table(half)).iloc[0]["pct_time_savings"] == pytest.approx(50.0)
+    worse = runs_frame(base + [frame_row(SST2, RP3, 0, 50.0, 0.05, 79.0, 25.0)])
+    line = report.headline(report.build_table(worse)).iloc[0]
+    assert pd.isna(line["config"]) and line["statement"].startswith("none")
+
+
+def test_a_task_without_baseline_has_empty_savings_and_says_so():
+    table = report.build_table(sst2_frame([frame_row(CIFAR, RP3, 0, 50.0, 0.05, 88.0, 25.0)]))
+    cifar = row_of(table, "cifar10_resnet", RP3)
+    assert pd.isna(cifar["pct_time_savings"]) and pd.isna(cifar["pct_cost_savings"])
+    assert pd.isna(cifar["accuracy_baseline"]) and pd.isna(cifar["accuracy_delta"])
+    assert row_of(table, "sst2_bert", RP3)["pct_time_savings"] == pytest.approx(30.0)  # the other task is unharmed
+    assert report.tasks_without_baseline(table) == ["cifar10_resnet"]
+    lines = report.headline(table).set_index("task")
+    assert lines.loc["cifar10_resnet", "statement"].startswith("no baseline")
+    pairs = report.pair_controls(table).set_index("task")
+    assert pairs.loc["cifar10_resnet", "verdict"] == "no random control for this task"
+
+
+def test_a_missing_metric_is_nan_not_a_crash():
+    rows = [frame_row(SST2, *run) for run in SST2_RUNS]
+    del rows[0]["metrics.cost_usd"]
+    frame = runs_frame(rows).drop(columns=["metrics.pct_accepted"])  # no run logged it at all
+    table = report.build_table(frame)
+    base = row_of(table, "sst2_bert", NONE)
+    assert base["cost_usd"] == pytest.approx(0.110)  # the mean of the runs that have it
+    assert table["pct_accepted"].isna().all()
+    assert report.missing_metrics(frame)["sst2_bert-none-none-0"] == ["cost_usd", "pct_accepted"]
+    assert report.pair_controls(table)["verdict"].eq("cannot tell: % accepted missing").all()
+
+
+def test_split_keeps_finished_runs_of_the_scale_once():
+    extra = [frame_row(SST2, RP3, 2, 1.0, 0.0, 1.0, 1.0, status="FAILED", run_id="failed"),
+             frame_row(SST2, RP3, 3, 1.0, 0.0, 1.0, 1.0, status="RUNNING", run_id="running"),
+             frame_row(SST2, RP3, 0, 1.0, 0.0, 1.0, 1.0, scale="gpu", run_id="gpu"),
+             {"run_id": "parent", "status": "FINISHED", "start_time": "2026-01-01 00:00:00+00:00",
+              "tags.run_kind": "sweep", "tags.scale": "cpu"}]
+    rows = [frame_row(SST2, *run) for run in SST2_RUNS] + extra
+    rows[0]["tags.config_hash"] = "same"
+    rows.append({**rows[0], "run_id": "rerun", "start_time": "2026-01-02 00:00:00+00:00",
+                 "metrics.train_time_s": 120.0})
+    used, excluded = report.split_runs(runs_frame(rows), "cpu")
+    assert len(used) == 10 and "rerun" in set(used["run_id"])
+    reasons = excluded.set_index("run_id")["reason"]
+    assert reasons["failed"] == "status FAILED" and reasons["running"] == "status RUNNING"
+    assert reasons["gpu"] == "scale gpu" and reasons["parent"] == "sweep parent"
+    assert reasons["sst2_bert-none-none-0"] == "rerun: same config_hash as rerun"
+    assert row_of(report.build_table(used), "sst2_bert", NONE)["train_time_s"] == pytest.approx(115.0)
+
+
+# ---------------------------------------------------------------- the CLI on real sqlite stores
+
+@pytest.fixture(scope="session")
+def empty_store_file(tmp_path_factory):
+    """An initialised sqlite store, made once: creating one costs seconds of migrations."""
+    path = tmp_path_factory.mktemp("template") / "mlflow.db"
+    MlflowClient(f"sqlite:///{path}").search_experiments()
+    return path
+
+
+@pytest.fixture(autouse=True)
+def keep_tracking_uri(monkeypatch):
+    # The report sets MLflow's tracking URI for its process; keep that from leaking into other tests.
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+
+
+def new_store(empty_store_file, folder):
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(empty_store_file, folder / "mlflow.db")
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    return uri, client, client.create_experiment("sift_bench", artifact_location=(folder / "mlartifacts").as_uri())
+
+
+class Logger:
+    """Logs runs the way the harness does: tags, flattened params, per-evaluation history, final metrics."""
+
+    def __init__(self, client, experiment_id):
+        self.client, self.experiment_id, self.clock = client, experiment_id, 1_700_000_000_000
+
+    def run(self, task, sifter, seed, final=None, *, scale="cpu", status="FINISHED", history=(), tags=None) -> str:
+        self.clock += 1000
+        sifter_params = {f"sifter.{key}": value for key, value in sifter.items() if key != "sifter"}
+        run_tags = {**task, "sifter": sifter["sifter"], "scale": scale, "seed": str(seed),
+                    "machine.cpu": "Test CPU 9000", "machine.cores": "2", "torch_version": "2.14.1",
+                    "git_commit": "abc123", "command": f"python -m sift_bench task={task['task']} scale={scale}",
+                    **(tags or {})}
+        run = self.client.create_run(self.experiment_id, start_time=self.clock, tags=run_tags,
+                                     run_name=f"{task['task']} {sifter['sifter']} seed={seed}")
+        params = {"sifter.name": sifter["sifter"], **sifter_params, "seed": str(seed), "scale.name": scale,
+                  "task.name": task["task"], "trainer.epochs": "2", "cost.usd_per_hour": "0.23"}
+        metrics = [Metric(name, value, self.clock + step, step)
+                   for step, point in enumerate(history) for name, value in point.items()]
+        last = max(len(history) - 1, 0)
+        metrics += [Metric(name, value, self.clock + 100, last) for name, value in (final or {}).items()]
+        self.client.log_batch(run.info.run_id, metrics=metrics, params=[Param(k, v) for k, v in params.items()])
+        if status != "RUNNING":
+            self.client.set_terminated(run.info.run_id, status)
+        return run.info.run_id
+
+
+def final_metrics(time_s, cost, accuracy, accepted) -> dict:
+    return {"train_time_s": time_s, "cost_usd": cost, "eval_accuracy": accuracy, "pct_accepted": accepted,
+            "sift_time_s": 1.0, "eval_time_s": 2.0, "samples_seen": 1000.0, "samples_trained": 10 * accepted,
+            "time_to_target_s": math.nan}
+
+
+def history_of(time_s, accuracy, accepted) -> list[dict]:
+    # At the last step the evaluation logs 2 points under the final figure, so the test can tell which one won.
+    return [{"train_loss": 1.0 / (step + 1), "eval_accuracy": accuracy - 10 + 4 * step, "pct_accepted": accepted,
+             "epoch": step / 2, "train_time_s": time_s * step / 2, "samples_seen": 500.0 * step,
+             "samples_trained": 5 * accepted * step, "lr_multiplier": 1.0} for step in range(3)]
+
+
+@pytest.fixture(scope="module")
+def full_store(empty_store_file, tmp_path_factory):
+    """sst2 by hand (SST2_RUNS) plus what the report must leave out or flag: failed, running, killed,
+    another scale, a sweep parent, and a task with no baseline whose run lacks cost_usd."""
+    folder = tmp_path_factory.mktemp("full")
+    uri, client, experiment_id = new_store(empty_store_file, folder)
+    log = Logger(client, experiment_id)
+    parent = client.create_run(experiment_id, tags={"run_kind": "sweep", "scale": "cpu", "sweep": "table"})
+    client.set_terminated(parent.info.run_id, "FINISHED")
+    for sifter, seed, time_s, cost, accuracy, accepted in SST2_RUNS:
+        log.run(SST2, sifter, seed, final_metrics(time_s, cost, accuracy, accepted),
+                history=history_of(time_s, accuracy, accepted),
+                tags={"mlflow.parentRunId": parent.info.run_id,
+                      "command": "python -m sift_bench -m +experiment=bert_table"})
+    failed = log.run(SST2, RP3, 2, final_metrics(1.0, 0.0, 10.0, 10.0), status="FAILED")
+    running = log.run(SST2, KEEP25, 2, status="RUNNING")
+    killed = log.run(SST2, NONE, 2, status="KILLED")
+    for seed in (0, 1):
+        log.run(SST2, NONE, seed, final_metrics(10.0, 0.1, 90.0, 100.0), scale="gpu")
+    cifar = final_metrics(50.0, 0.05, 88.0, 25.0)
+    del cifar["cost_usd"]
+    log.run(CIFAR, RP3, 0, cifar, history=history_of(50.0, 88.0, 25.0))
+    return {"uri": uri, "folder": folder, "failed": failed, "running": running, "killed": killed}
+
+
+@pytest.fixture(scope="module")
+def full_report(full_store):
+    out = full_store["folder"] / "results" / "cpu"
+    code = main(["--tracking-uri", full_store["uri"], "--out", str(out)])
+    return code, out
+
+
+def test_report_from_a_store_writes_every_file(full_report):
+    code, out = full_report
+    assert code == 0
+    for name in ("table.csv", "report.md", "runs.csv", "history.csv", "excluded.csv", "accuracy_vs_savings.png",
+                 "accuracy_vs_time.png"):
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    assert (out / "accuracy_vs_savings.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_report_table_matches_the_hand_computed_one(full_report):
+    table = pd.read_csv(full_report[1] / "table.csv", dtype={"beta_value": str, "keep_fraction": str})
+    assert len(table) == 6  # five sst2 configurations and cifar's lone sifted one
+    sst2 = table[table["task"] == "sst2_bert"]
+    beta3 = sst2[sst2["beta_value"] == "3"].iloc[0]
+    assert beta3["pct_time_savings"] == pytest.approx(30.0) and beta3["n_seeds"] == 2
+    assert beta3["accuracy_baseline"] == pytest.approx(81.0) and beta3["accuracy"] == pytest.approx(81.2)
+    assert (sst2["n_seeds"] == 2).all()  # the failed, running and killed seed-2 runs stayed out
+    cifar = table[table["task"] == "cifar10_resnet"].iloc[0]
+    assert pd.isna(cifar["pct_time_savings"]) and pd.isna(cifar["cost_usd"])
+
+
+def test_report_md_has_every_section(full_store, full_report):
+    text = (full_report[1] / "report.md").read_text()
+    assert "| model | dataset | sifter | % accepted | % savings | accuracy baseline | accuracy sifted |" in text
+    assert ("| all-MiniLM-L6-v2 | sst2 | relative_probabilistic beta_value=3 | 27.00 | 30.00 | 81.00 ± 1.41 (n=2) "
+            "| 81.20 ± 0.28 (n=2) |") in text
+    assert "30.0 % time savings with relative_probabilistic beta_value=3" in text
+    assert "no baseline (sifter=none) at this scale" in text and "Task cifar10_resnet has no baseline" in text
+    assert "beat the control" in text and "larger of the two std" in text
+    assert "## Full table" in text and "lacks cost_usd" in text
+    for status in ("failed", "running", "killed"):
+        assert full_store[status] in text
+    assert "FAILED" in text and "RUNNING" in text and "KILLED" in text
+    assert "other scales 2 (gpu: 2)" in text and "sweep parents 1" in text
+    assert "CPU Test CPU 9000, 2 cores, torch 2.14.1" in text and "abc123" in text
+    assert "python -m sift_bench -m +experiment=bert_table" in text
+    assert "python -m sift_bench task=cifar10_resnet scale=cpu" in text
+    assert f"python -m sift_bench.report --tracking-uri {full_store['uri']} --out" in text
+    assert "![" in text and "accuracy_vs_time.png" in text
+
+
+def test_history_csv_has_one_row_per_evaluation(full_report):
+    history = pd.read_csv(full_report[1] / "history.csv")
+    assert list(history.columns) == ["run_id", "step", *report.HISTORY_METRICS]
+    assert len(history) == 11 * 3 and history["run_id"].nunique() == 11
+    runs = pd.read_csv(full_report[1] / "runs.csv", dtype=str)
+    assert len(runs) == 11 and set(runs["status"]) == {"FINISHED"}
+    # At the last step the final figure wins over the evaluation logged at the same step.
+    last = history[history["step"] == 2].set_index("run_id")["eval_accuracy"]
+    final = runs.set_index("run_id")["metrics.eval_accuracy"].astype(float)
+    assert (last.sort_index() == final.sort_index()).all()
+
+
+def test_rebuilding_from_csv_gives_the_same_table(full_report, tmp_path):
+    code, out = full_report
+    assert main(["--from-csv", str(out), "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "table.csv").read_bytes() == (out / "table.csv").read_bytes()
+    assert (tmp_path / "runs.csv").read_bytes() == (out / "runs.csv").read_bytes()
+    rebuilt = (tmp_path / "report.md").read_text()
+    assert "rebuilt from the CSV files" in rebuilt and "other scales 2 (gpu: 2)" in rebuilt
+    assert (tmp_path / "accuracy_vs_time.png").is_file()
+
+
+def test_only_the_chosen_scale_goes_in(full_store, tmp_path, capsys):
+    assert main(["--tracking-uri", full_store["uri"], "--scale", "gpu", "--out", str(tmp_path)]) == 0
+    table = pd.read_csv(tmp_path / "table.csv")
+    assert len(table) == 1 and table.iloc[0]["accuracy"] == pytest.approx(90.0)
+    assert "ignored 14 runs of other scales" in capsys.readouterr().err  # 11 used at cpu + 3 not FINISHED
+
+
+def test_a_missing_store_writes_nothing_and_exits_1(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main([]) == 1
+    assert "no MLflow store at mlflow.db" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # no results/, and no empty store created
+
+
+def test_a_scale_with_no_runs_names_the_scales_there_are(full_store, tmp_path, capsys):
+    assert main(["--tracking-uri", full_store["uri"], "--scale", "smoke", "--out", str(tmp_path / "out")]) == 1
+    assert "FINISHED runs exist at: cpu, gpu; pick one with --scale" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_from_csv_without_runs_csv_is_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--from-csv", str(tmp_path)])
+    assert exit_info.value.code == 2 and "no runs.csv" in capsys.readouterr().err
+
+
+def test_a_store_with_no_finished_run_writes_nothing_and_lists_the_others(empty_store_file, tmp_path, capsys):
+    uri, client, experiment_id = new_store(empty_store_file, tmp_path / "store")
+    running = Logger(client, experiment_id).run(SST2, RP3, 0, status="RUNNING")
+    out = tmp_path / "out"
+    assert main(["--tracking-uri", uri, "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert running in err and "RUNNING" in err and "no FINISHED run of scale 'cpu'; nothing written" in err
+    assert not out.exists()
+    assert main(["--tracking-uri", uri, "--experiment-name", "other", "--out", str(out)]) == 1
+    assert "no experiment named 'other'" in capsys.readouterr().err
+
+
+def test_an_empty_experiment_exits_1(empty_store_file, tmp_path, capsys):
+    uri, _, _ = new_store(empty_store_file, tmp_path / "store")
+    assert main(["--tracking-uri", uri, "--out", str(tmp_path / "out")]) == 1
+    assert "the store has no runs; nothing written" in capsys.readouterr().err
+
+
+def test_runs_without_history_or_metrics_still_report(empty_store_file, tmp_path):
+    uri, client, experiment_id = new_store(empty_store_file, tmp_path / "store")
+    log = Logger(client, experiment_id)
+    log.run(SST2, NONE, 0, {"train_time_s": 100.0})
+    log.run(SST2, RP3, 0, {"eval_accuracy": 80.0})
+    out = tmp_path / "out"
+    assert main(["--tracking-uri", uri, "--out", str(out)]) == 0
+    table = pd.read_csv(out / "table.csv")
+    sifted = table[table["sifter"] == "relative_probabilistic"].iloc[0]
+    assert pd.isna(sifted["accuracy_delta"]) and pd.isna(sifted["pct_time_savings"]) and pd.isna(sifted["pct_accepted"])
+    assert not (out / "accuracy_vs_time.png").exists()
+    text = (out / "report.md").read_text()
+    assert "accuracy_vs_time.png not drawn" in text and "the baseline has no accuracy" in text
+
+
+def test_help_names_every_option(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    for option in ("--tracking-uri", "--experiment-name", "--scale", "--out", "--from-csv", "Exit status"):
+        assert option in text
+
+
+def test_the_module_runs_as_a_command(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "sift_bench.report", "--tracking-uri",
+                             f"sqlite:///{tmp_path / 'none.db'}"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 1, result.stderr
+    assert "nothing written" in result.stderr and "Traceback" not in result.stderr

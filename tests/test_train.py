@@ -1,0 +1,105 @@
+"""The shared training loop: a schedule over samples seen, run status on failure, repeatability."""
+
+import math
+
+import pytest
+import torch
+from mlflow.tracking import MlflowClient
+from omegaconf import open_dict
+
+import sift_bench.__main__ as entry
+from conftest import compose_config
+from sift_bench.schedule import lr_multiplier
+from sift_bench.tasks import build_task
+from sift_bench.train import train
+from sift_bench.validation import validate
+
+
+def smoke_config(overrides, tmp_path):
+    cfg = compose_config(["scale=smoke", f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", *overrides])
+    with open_dict(cfg):
+        cfg.paths.cache_dir = str(tmp_path / "cache")
+        cfg.trainer.progress = False
+    return cfg
+
+
+def run_training(cfg):
+    torch.manual_seed(cfg.seed)
+    parts = build_task(cfg, torch.device("cpu"))
+    return parts, train(parts, cfg.trainer, torch.device("cpu"), cfg.scale.precision, validate(cfg), seed=cfg.seed,
+                        target_accuracy=cfg.task.target_accuracy)
+
+
+@pytest.mark.parametrize("name", ["linear", "onecycle", "cosine"])
+def test_schedules_warm_up_to_the_peak_and_end_at_the_final_fraction(name):
+    assert lr_multiplier(0.2, name, warmup_fraction=0.2, final_lr_fraction=0.05) == pytest.approx(1.0)
+    assert lr_multiplier(1.0, name, 0.2, 0.05) == pytest.approx(0.05)
+    assert lr_multiplier(0.1, name, 0.2, 0.05) < 1.0
+    values = [lr_multiplier(p / 100, name, 0.2, 0.05) for p in range(20, 101)]
+    assert all(a >= b for a, b in zip(values, values[1:]))  # decays monotonically after warmup
+
+
+def test_sifted_run_completes_its_schedule_in_fewer_steps(tmp_path):
+    cfg = smoke_config(["task=cifar10_resnet", "sifter=random", "sifter.keep_fraction=0.25", "sifter.sift_delay=0"], tmp_path)
+    parts, result = run_training(cfg)
+    planned_samples = cfg.trainer.epochs * parts.num_train_samples
+    assert result.samples_seen == planned_samples
+    assert result.samples_trained < 0.4 * planned_samples
+    # A schedule counted in optimizer steps would be stuck near 25 % here; counted in samples it ends at 0.
+    assert result.history[-1].lr_multiplier == pytest.approx(cfg.trainer.schedule.final_lr_fraction, abs=0.02)
+    assert [point.epoch for point in result.history] == [1.0, 2.0]
+
+
+def test_evaluations_per_epoch(tmp_path):
+    cfg = smoke_config(["task=sst2_bert", "sifter=none", "trainer.evals_per_epoch=4", "trainer.epochs=1"], tmp_path)
+    _, result = run_training(cfg)
+    assert [point.epoch for point in result.history] == pytest.approx([0.25, 0.5, 0.75, 1.0], abs=0.07)
+    times = [point.train_time_s for point in result.history]
+    assert times == sorted(times) and result.train_time_s == times[-1]
+
+
+def test_same_seed_same_run(tmp_path):
+    overrides = ["task=cifar10_resnet", "sifter=relative_probabilistic", "sifter.sift_delay=2", "seed=5"]
+    _, first = run_training(smoke_config(overrides, tmp_path))
+    _, second = run_training(smoke_config(overrides, tmp_path))
+    assert [p.train_loss for p in first.history] == [p.train_loss for p in second.history]
+    assert first.samples_trained == second.samples_trained and first.eval_accuracy == second.eval_accuracy
+    _, other = run_training(smoke_config([*overrides[:-1], "seed=6"], tmp_path))
+    assert [p.train_loss for p in other.history] != [p.train_loss for p in first.history]
+
+
+def test_time_to_target_is_the_train_time_of_the_first_evaluation_at_target(tmp_path):
+    cfg = smoke_config(["task=sst2_bert", "sifter=none", "trainer.epochs=3", "task.target_accuracy=60"], tmp_path)
+    _, result = run_training(cfg)
+    reached = [p for p in result.history if p.eval_accuracy >= 60]
+    if reached:
+        assert result.time_to_target_s == reached[0].train_time_s
+    else:
+        assert math.isnan(result.time_to_target_s)
+    cfg = smoke_config(["task=sst2_bert", "sifter=none", "trainer.epochs=1", "task.target_accuracy=101"], tmp_path)
+    assert math.isnan(run_training(cfg)[1].time_to_target_s)
+
+
+def test_a_run_that_raises_is_marked_failed(tmp_path, monkeypatch):
+    cfg = smoke_config(["+experiment=bert"], tmp_path)
+
+    def build_failing_task(cfg, device):
+        parts = build_task(cfg, device)
+        calls = {"n": 0}
+        per_sample_loss = parts.per_sample_loss
+
+        def failing_loss(model, batch):
+            calls["n"] += 1
+            if calls["n"] == 15:  # part-way through training, after the delay
+                raise RuntimeError("loss exploded")
+            return per_sample_loss(model, batch)
+
+        parts.per_sample_loss = failing_loss
+        return parts
+
+    monkeypatch.setattr(entry, "build_task", build_failing_task)
+    with pytest.raises(RuntimeError, match="loss exploded"):
+        entry.run_job(cfg)
+    client = MlflowClient(cfg.tracking.uri)
+    runs = client.search_runs([client.get_experiment_by_name(cfg.tracking.experiment_name).experiment_id])
+    assert [run.info.status for run in runs] == ["FAILED"]
