@@ -81,10 +81,12 @@ def command_tags() -> dict[str, str]:
 
 
 def sifter_label(sifter_cfg) -> str:
-    if sifter_cfg.name == "relative_probabilistic":
+    if sifter_cfg.name in ("relative_probabilistic", "stale_loss"):
         return f"beta={sifter_cfg.beta_value} hist={sifter_cfg.loss_history_length} delay={sifter_cfg.sift_delay}"
     if sifter_cfg.name == "random":
         return f"keep={sifter_cfg.keep_fraction} delay={sifter_cfg.sift_delay}"
+    if sifter_cfg.name == "infobatch":
+        return f"prune={sifter_cfg.prune_ratio} anneal={sifter_cfg.anneal_fraction} delay={sifter_cfg.sift_delay}"
     return ""
 
 

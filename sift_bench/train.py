@@ -120,8 +120,13 @@ def train(
     sifter = None
     loader = parts.train_loader
     if sift_config is not None:
-        sifter = SiftingDataloader(sift_config, parts.train_loader, TaskLoss(parts.per_sample_loss, autocast), model, seed=seed)
+        sifter = SiftingDataloader(
+            sift_config, parts.train_loader, TaskLoss(parts.per_sample_loss, autocast), model, seed=seed,
+            num_samples=parts.num_train_samples, num_epochs=trainer_cfg.epochs,
+        )
         loader = sifter
+    # Stale-loss and InfoBatch sifters decide from the training losses, so the loop hands them back.
+    feedback = sifter is not None and sifter.uses_training_losses
 
     def sync():
         if device.type == "cuda":
@@ -170,7 +175,11 @@ def train(
             with autocast():
                 losses = parts.per_sample_loss(model, batch)
             optimizer.zero_grad(set_to_none=True)
-            losses.mean().backward()
+            if feedback:
+                (losses * sifter.batch_weights().to(losses.device)).mean().backward()
+                sifter.record_losses(losses.detach())
+            else:
+                losses.mean().backward()
             optimizer.step()
             loss_sum += losses.detach().sum()
             epoch_seen, epoch_trained = samples_seen - epoch_start_seen, samples_trained - epoch_start_trained

@@ -6,7 +6,12 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from sift_bench.schedule import SCHEDULES
-from sift_bench.sifting import LossConfig, RandomSiftConfig, RelativeProbabilisticSiftConfig, SiftingBaseConfig
+from sift_bench.sifting import (
+    InfoBatchSiftConfig, LossConfig, RandomSiftConfig, RelativeProbabilisticSiftConfig, SiftingBaseConfig,
+    StaleLossSiftConfig,
+)
+
+SIFTERS = ("none", "relative_probabilistic", "random", "stale_loss", "infobatch")
 
 
 class ConfigError(ValueError):
@@ -27,9 +32,16 @@ def build_sift_config(sifter_cfg):
                 loss_based_sift_config=base)
         if name == "random":
             return RandomSiftConfig(keep_fraction=sifter_cfg.keep_fraction, loss_based_sift_config=base)
+        if name == "stale_loss":
+            return StaleLossSiftConfig(
+                beta_value=sifter_cfg.beta_value, loss_history_length=sifter_cfg.loss_history_length,
+                max_loss_age_epochs=sifter_cfg.max_loss_age_epochs, loss_based_sift_config=base)
+        if name == "infobatch":
+            return InfoBatchSiftConfig(
+                prune_ratio=sifter_cfg.prune_ratio, anneal_fraction=sifter_cfg.anneal_fraction, loss_based_sift_config=base)
     except (TypeError, ValueError) as error:
         raise ConfigError(f"sifter={name}: {error}") from error
-    raise ConfigError(f"sifter.name must be one of 'none', 'relative_probabilistic', 'random', got {name!r}")
+    raise ConfigError(f"sifter.name must be one of {SIFTERS}, got {name!r}")
 
 
 def _require(condition: bool, setting: str, value, allowed: str) -> None:

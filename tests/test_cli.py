@@ -131,3 +131,18 @@ def test_multirun_makes_a_parent_with_children_and_resume_skips_finished(store, 
     assert again.stdout.count("skipped") == 2
     seeds = sorted(r.data.tags["seed"] for r in runs_in(store)[1] if "mlflow.parentRunId" in r.data.tags)
     assert seeds == ["0", "1", "2"]  # only the new seed ran
+
+
+@pytest.mark.parametrize("table", sorted(p.stem for p in (CONF_DIR / "experiment").glob("*_table.yaml")))
+def test_every_table_sweep_runs_at_smoke_scale(table, store, tmp_path):
+    result = run_cli([f"+experiment={table}", "scale=smoke", "hydra.sweeper.params.seed=0", f"tracking.uri={store}"],
+                     tmp_path, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    _, runs = runs_in(store)
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    rows = len((CONF_DIR / "experiment" / f"{table}.yaml").read_text().split("+table_row:")[1].split("\n")[0].split(","))
+    assert len(children) == rows and all(r.info.status == "FINISHED" for r in children)
+    assert {r.data.tags["sifter"] for r in children} == {"none", "relative_probabilistic", "random", "stale_loss", "infobatch"}
+    for run in children:
+        metrics = run.data.metrics
+        assert 0 < metrics["pct_accepted"] <= 100 and (metrics["sift_time_s"] > 0) == (run.data.tags["sifter"] == "relative_probabilistic")

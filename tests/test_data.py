@@ -83,13 +83,15 @@ def test_cifar_loader_batches_cover_the_data_once_per_epoch():
     arrays = make_synthetic(300, 10)
     loader = CifarLoader(arrays.train_images, arrays.train_labels, 64, train=True, channels_last=True, crop_padding=4)
     batches = list(loader)
-    assert [len(labels) for _, labels in batches] == [64, 64, 64, 64, 44] and len(loader) == 5
+    assert [len(labels) for _, labels, _ in batches] == [64, 64, 64, 64, 44] and len(loader) == 5
     assert batches[0][0].is_contiguous(memory_format=torch.channels_last) and batches[0][0].dtype == torch.float32
-    labels = torch.cat([labels for _, labels in batches])
-    assert torch.equal(labels.sort().values, arrays.train_labels.sort().values)
-    assert not torch.equal(labels, arrays.train_labels)  # shuffled
+    sample_ids = torch.cat([ids for _, _, ids in batches])
+    assert torch.equal(sample_ids.sort().values, torch.arange(300))  # every sample once, with its index
+    assert not torch.equal(sample_ids, torch.arange(300))  # shuffled
+    labels = torch.cat([labels for _, labels, _ in batches])
+    assert torch.equal(labels, arrays.train_labels[sample_ids])
     dropping = CifarLoader(arrays.train_images, arrays.train_labels, 64, train=False, drop_last=True)
-    assert [len(labels) for _, labels in dropping] == [64] * 4
+    assert [len(labels) for _, labels, _ in dropping] == [64] * 4
 
 
 def test_tokenised_sst2_pads_to_a_fixed_width_and_trims_per_batch(tmp_path):

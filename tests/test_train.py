@@ -103,3 +103,15 @@ def test_a_run_that_raises_is_marked_failed(tmp_path, monkeypatch):
     client = MlflowClient(cfg.tracking.uri)
     runs = client.search_runs([client.get_experiment_by_name(cfg.tracking.experiment_name).experiment_id])
     assert [run.info.status for run in runs] == ["FAILED"]
+
+
+@pytest.mark.parametrize("sifter", ["stale_loss", "infobatch"])
+def test_loss_memory_sifters_start_pruning_once_losses_are_remembered(sifter, tmp_path):
+    cfg = smoke_config(["task=cifar10_resnet", f"sifter={sifter}", "sifter.sift_delay=0", "trainer.epochs=3"], tmp_path)
+    parts, result = run_training(cfg)
+    first, *later = result.history
+    assert first.pct_accepted == 100.0  # nothing is remembered during the first epoch
+    assert all(point.pct_accepted < 95.0 for point in later)
+    assert result.sift_time_s == 0.0  # no scoring forward pass
+    assert result.samples_seen == 3 * parts.num_train_samples
+    assert result.history[-1].lr_multiplier == pytest.approx(0.0, abs=0.02)

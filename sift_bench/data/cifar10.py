@@ -139,7 +139,7 @@ def random_crop_flip(images: torch.Tensor, padding: int, generator: torch.Genera
 
 
 class CifarLoader:
-    """A re-iterable loader over resident tensors that yields (images, labels) batches.
+    """A re-iterable loader over resident tensors that yields (images, labels, sample_ids) batches.
 
     Images are normalised floats (channels_last when asked); it exposes `batch_size` and
     `drop_last` like a torch DataLoader, which is all `SiftingDataloader` needs.
@@ -184,4 +184,4 @@ class CifarLoader:
             images = (images.float() - self.mean) / self.std
             if self.channels_last:
                 images = images.contiguous(memory_format=torch.channels_last)
-            yield images, self.labels[index]
+            yield images, self.labels[index], index

@@ -117,7 +117,7 @@ class TokenizedDataset(torch.utils.data.Dataset):
 
 
 class PadCollator:
-    """Pads a list of (ids, label) to a fixed `pad_to` length.
+    """Pads a list of (token ids, label[, sample id]) to a fixed `pad_to` length.
 
     A fixed width lets the sifter concatenate kept samples from different batches; the task
     trims all-padding columns before each forward pass, so compute still follows the longest
@@ -131,11 +131,14 @@ class PadCollator:
     def __call__(self, items):
         input_ids = torch.full((len(items), self.pad_to), self.pad_token_id, dtype=torch.long)
         attention_mask = torch.zeros((len(items), self.pad_to), dtype=torch.long)
-        for row, (ids, _) in enumerate(items):
+        for row, (ids, *_) in enumerate(items):
             input_ids[row, : len(ids)] = ids
             attention_mask[row, : len(ids)] = 1
-        labels = torch.tensor([label for _, label in items], dtype=torch.long)
-        return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+        batch = {"input_ids": input_ids, "attention_mask": attention_mask,
+                 "labels": torch.tensor([item[1] for item in items], dtype=torch.long)}
+        if len(items[0]) == 3:  # items from an IndexedDataset carry their index for per-sample memory
+            batch["sample_id"] = torch.tensor([item[2] for item in items], dtype=torch.long)
+        return batch
 
 
 def trim_padding(batch: dict) -> dict:

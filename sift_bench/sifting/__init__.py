@@ -1,7 +1,9 @@
 """Smart sifting: train on the samples with the biggest losses.
 
 An independent implementation, needing only torch, of the documented behaviour
-of Amazon SageMaker smart sifting, keeping its public names. See README.md.
+of Amazon SageMaker smart sifting, keeping its public names, plus two policies
+that decide from the training losses instead of a scoring pass (stale-loss
+Selective Backprop, InfoBatch). See README.md.
 """
 
 from .batch import (
@@ -13,39 +15,56 @@ from .batch import (
     default_batch_transform,
 )
 from .config import (
+    InfoBatchSiftConfig,
     LossConfig,
     RandomSiftConfig,
     RelativeProbabilisticSiftConfig,
     SiftingBaseConfig,
+    StaleLossSiftConfig,
 )
 from .dataloader import SiftingDataloader
 from .history import LossHistory
+from .indexed import IndexedDataset, default_sample_ids
 from .loss import Loss
+from .memory import SampleLossMemory
 from .selection import (
+    fresh_loss_mask,
+    infobatch_keep_mask,
+    infobatch_threshold,
     keep_mask,
     loss_percentiles,
     random_keep_mask,
     relative_probabilistic_keep_mask,
+    stale_loss_keep_mask,
 )
 from .stats import SiftingStats
 
 __all__ = [
+    "IndexedDataset",
+    "InfoBatchSiftConfig",
     "Loss",
     "LossConfig",
     "LossHistory",
     "MappingBatchTransform",
     "RandomSiftConfig",
     "RelativeProbabilisticSiftConfig",
+    "SampleLossMemory",
     "SequenceBatchTransform",
     "SiftingBaseConfig",
     "SiftingBatch",
     "SiftingBatchTransform",
     "SiftingDataloader",
     "SiftingStats",
+    "StaleLossSiftConfig",
     "TensorBatchTransform",
     "default_batch_transform",
+    "default_sample_ids",
+    "fresh_loss_mask",
+    "infobatch_keep_mask",
+    "infobatch_threshold",
     "keep_mask",
     "loss_percentiles",
     "random_keep_mask",
     "relative_probabilistic_keep_mask",
+    "stale_loss_keep_mask",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 
@@ -39,6 +39,22 @@ def _from_mapping(cls: type, value: Any, field_name: str) -> Any:
         f"{field_name} must be a {cls.__name__} or a dict of its fields, "
         f"got {type(value).__name__}: {value!r}"
     )
+
+
+def _checked_beta_value(beta_value: Any) -> float:
+    if not _is_real(beta_value):
+        raise TypeError(f"beta_value must be a finite number > 0, got {beta_value!r}")
+    if not math.isfinite(beta_value) or beta_value <= 0:
+        raise ValueError(f"beta_value must be a finite number > 0, got {beta_value!r}")
+    return float(beta_value)
+
+
+def _checked_loss_history_length(length: Any) -> int:
+    if not _is_int(length):
+        raise TypeError(f"loss_history_length must be an int >= 1, got {length!r}")
+    if length < 1:
+        raise ValueError(f"loss_history_length must be an int >= 1, got {length!r}")
+    return int(length)
 
 
 @dataclass(frozen=True)
@@ -97,18 +113,10 @@ class RelativeProbabilisticSiftConfig:
     loss_based_sift_config: LossConfig
 
     def __post_init__(self) -> None:
-        beta_value = self.beta_value
-        if not _is_real(beta_value):
-            raise TypeError(f"beta_value must be a finite number > 0, got {beta_value!r}")
-        if not math.isfinite(beta_value) or beta_value <= 0:
-            raise ValueError(f"beta_value must be a finite number > 0, got {beta_value!r}")
-        length = self.loss_history_length
-        if not _is_int(length):
-            raise TypeError(f"loss_history_length must be an int >= 1, got {length!r}")
-        if length < 1:
-            raise ValueError(f"loss_history_length must be an int >= 1, got {length!r}")
-        object.__setattr__(self, "beta_value", float(beta_value))
-        object.__setattr__(self, "loss_history_length", int(length))
+        object.__setattr__(self, "beta_value", _checked_beta_value(self.beta_value))
+        object.__setattr__(
+            self, "loss_history_length", _checked_loss_history_length(self.loss_history_length)
+        )
         object.__setattr__(
             self,
             "loss_based_sift_config",
@@ -135,6 +143,91 @@ class RandomSiftConfig:
         if not 0 < keep_fraction <= 1:  # also rejects NaN
             raise ValueError(f"keep_fraction must be a number in (0, 1], got {keep_fraction!r}")
         object.__setattr__(self, "keep_fraction", float(keep_fraction))
+        object.__setattr__(
+            self,
+            "loss_based_sift_config",
+            _from_mapping(LossConfig, self.loss_based_sift_config, "loss_based_sift_config"),
+        )
+
+
+@dataclass(frozen=True)
+class StaleLossSiftConfig:
+    """Relative probabilistic sifting decided from each sample's last TRAINING loss, with no scoring pass.
+
+    The keep rule is ``RelativeProbabilisticSiftConfig``'s, ``p ** beta_value``,
+    but ``p`` ranks the loss the sample had when it was last trained (reported
+    back with ``SiftingDataloader.record_losses``) among the remembered losses
+    of the last ``loss_history_length`` candidates, kept or not. A sample with no
+    remembered loss, or whose loss is more than ``max_loss_age_epochs`` epochs
+    old, is kept: it can be sifted out at most ``max_loss_age_epochs`` epochs
+    in a row, so no sample is starved by a stale low loss.
+    """
+
+    beta_value: float
+    loss_history_length: int
+    loss_based_sift_config: LossConfig
+    max_loss_age_epochs: int = 1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "beta_value", _checked_beta_value(self.beta_value))
+        object.__setattr__(
+            self, "loss_history_length", _checked_loss_history_length(self.loss_history_length)
+        )
+        max_age = self.max_loss_age_epochs
+        message = f"max_loss_age_epochs must be an int >= 1, got {max_age!r}"
+        if not _is_int(max_age):
+            raise TypeError(message)
+        if max_age < 1:
+            raise ValueError(message)
+        object.__setattr__(self, "max_loss_age_epochs", int(max_age))
+        object.__setattr__(
+            self,
+            "loss_based_sift_config",
+            _from_mapping(LossConfig, self.loss_based_sift_config, "loss_based_sift_config"),
+        )
+
+
+def _no_delay() -> LossConfig:
+    # InfoBatch needs no delay: nothing is remembered in the first epoch, so it trains on everything.
+    return LossConfig(sift_config=SiftingBaseConfig(sift_delay=0))
+
+
+@dataclass(frozen=True)
+class InfoBatchSiftConfig:
+    """InfoBatch: prune a random ``prune_ratio`` of the samples whose last training loss is below the mean.
+
+    At each epoch the threshold is the mean of the remembered training losses.
+    A sample remembered below it is left out with probability ``prune_ratio``;
+    if kept, its loss is to be weighted by ``1 / (1 - prune_ratio)`` (see
+    ``SiftingDataloader.batch_weights``), so the expected gradient is
+    unchanged. Samples at or above the mean, and samples with no remembered
+    loss, are kept with weight 1. During the last ``anneal_fraction`` of the
+    planned training (in samples seen) nothing is pruned and every weight is 1.
+
+    ``prune_ratio`` is the share of the below-mean samples left out, not of the
+    data set: the fraction saved is about ``prune_ratio * (share below the
+    mean) * (1 - anneal_fraction)``.
+    """
+
+    prune_ratio: float = 0.5
+    anneal_fraction: float = 0.125
+    loss_based_sift_config: LossConfig = field(default_factory=_no_delay)
+
+    def __post_init__(self) -> None:
+        prune_ratio = self.prune_ratio
+        message = f"prune_ratio must be a number in (0, 1), got {prune_ratio!r}"
+        if not _is_real(prune_ratio):
+            raise TypeError(message)
+        if not 0 < prune_ratio < 1:  # also rejects NaN
+            raise ValueError(message)
+        anneal_fraction = self.anneal_fraction
+        message = f"anneal_fraction must be a number in [0, 1), got {anneal_fraction!r}"
+        if not _is_real(anneal_fraction):
+            raise TypeError(message)
+        if not 0 <= anneal_fraction < 1:  # also rejects NaN
+            raise ValueError(message)
+        object.__setattr__(self, "prune_ratio", float(prune_ratio))
+        object.__setattr__(self, "anneal_fraction", float(anneal_fraction))
         object.__setattr__(
             self,
             "loss_based_sift_config",

@@ -2,17 +2,37 @@
 
 from __future__ import annotations
 
+import numbers
 import time
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Union
 
 import torch
 
 from .batch import SiftingBatch, SiftingBatchTransform, default_batch_transform
-from .config import RandomSiftConfig, RelativeProbabilisticSiftConfig
+from .config import (
+    InfoBatchSiftConfig,
+    RandomSiftConfig,
+    RelativeProbabilisticSiftConfig,
+    StaleLossSiftConfig,
+)
 from .history import LossHistory
+from .indexed import default_sample_ids
 from .loss import Loss
-from .selection import random_keep_mask, relative_probabilistic_keep_mask
+from .memory import SampleLossMemory, checked_sample_ids
+from .selection import (
+    fresh_loss_mask,
+    infobatch_keep_mask,
+    infobatch_threshold,
+    random_keep_mask,
+    relative_probabilistic_keep_mask,
+    stale_loss_keep_mask,
+)
 from .stats import SiftingStats
+
+SiftConfig = Union[
+    RelativeProbabilisticSiftConfig, RandomSiftConfig, StaleLossSiftConfig, InfoBatchSiftConfig
+]
+_POLICIES = (RelativeProbabilisticSiftConfig, RandomSiftConfig, StaleLossSiftConfig, InfoBatchSiftConfig)
 
 
 def _loader_batch_size(orig_dataloader: Any) -> int:
@@ -28,20 +48,27 @@ def _loader_batch_size(orig_dataloader: Any) -> int:
     return batch_size
 
 
-def _checked_losses(losses: Any, n: int, loss_name: str) -> torch.Tensor:
-    """``losses`` as a float32 CPU tensor of shape [n], or an error saying what was wrong."""
+def _checked_losses(losses: Any, n: int, subject: str) -> torch.Tensor:
+    """``losses`` as a float32 CPU tensor of shape [n], or an error saying what was wrong.
+
+    subject: who must provide them, e.g. "MyLoss.loss must return".
+    """
     if not isinstance(losses, torch.Tensor):
         raise TypeError(
-            f"{loss_name}.loss must return a torch.Tensor of per-sample losses, "
-            f"got {type(losses).__name__}"
+            f"{subject} a torch.Tensor of per-sample losses, got {type(losses).__name__}"
         )
     if tuple(losses.shape) not in ((n,), (n, 1)):
         raise ValueError(
-            f"{loss_name}.loss must return one loss per sample, of shape [n] or [n, 1] "
+            f"{subject} one loss per sample, of shape [n] or [n, 1] "
             f"with n = {n}, got shape {list(losses.shape)}"
         )
     # The copy to the CPU also waits for the device, so scoring_seconds is true wall time.
     return losses.detach().reshape(n).to("cpu", torch.float32)
+
+
+def _is_int(value: Any) -> bool:
+    # bool is an int subclass, but num_epochs=True is a typo, not one epoch.
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 class SiftingDataloader:
@@ -67,6 +94,16 @@ class SiftingDataloader:
       infinite loss keeps its sample and is not appended to the history.
       ``RandomSiftConfig`` instead keeps each sample with probability
       ``keep_fraction`` and never calls the loss.
+    * Training-loss policies (``StaleLossSiftConfig``, ``InfoBatchSiftConfig``;
+      ``uses_training_losses`` is True): no scoring pass, the loss is never
+      called. Each sample is decided from its last training loss, which the
+      training loop reports back after every yielded batch with
+      ``record_losses(losses)``, having weighted its loss with
+      ``batch_weights()``. Samples are identified by ``sample_ids(batch)``.
+      Stale loss ranks a candidate's remembered loss among the remembered
+      losses of the last ``loss_history_length`` candidates (kept or not);
+      InfoBatch compares it with the mean of all remembered losses, taken at
+      each ``iter()``. A sample with no usable remembered loss is kept.
     * Refill: kept samples are accumulated until ``orig_dataloader.batch_size``
       of them are ready, then yielded in the structure and types of an original
       batch. Every yielded batch has that size except at most one smaller batch
@@ -76,7 +113,7 @@ class SiftingDataloader:
 
     All random draws come from one CPU ``torch.Generator`` seeded with
     ``seed``, so the same seed gives the same selections on any device. The loss
-    history persists across epochs.
+    history and the per-sample memory persist across epochs.
 
     ``len()`` is not defined: how many batches an epoch yields depends on the
     selections. ``len(orig_dataloader)`` is the number of candidate batches, and
@@ -85,25 +122,40 @@ class SiftingDataloader:
     orig_dataloader: re-iterable (one ``iter()`` per epoch), with an int
         ``batch_size`` and optionally ``drop_last`` (default False). Batches may
         already be on the model's device.
+    loss_impl, model: the scoring loss and the model, required by
+        ``RelativeProbabilisticSiftConfig`` only; the other policies never call them.
     batch_transforms: a ``SiftingBatchTransform``; by default one is chosen per
         batch type for a tensor, a tuple or list of tensors, or a dict of
         tensors (a Hugging Face ``BatchEncoding`` too).
     seed: seeds the generator of all sampling decisions; None draws a random seed.
+    sample_ids: batch -> integer tensor [n] of sample ids in [0, num_samples),
+        for the training-loss policies; default ``default_sample_ids`` (the last
+        element of a tuple batch, ``batch["sample_id"]`` of a dict batch, as
+        ``IndexedDataset`` makes them).
+    num_samples: the data set's size, required by the training-loss policies:
+        their per-sample memory is preallocated with one entry per sample.
+    num_epochs: the planned number of epochs, required by
+        ``InfoBatchSiftConfig``: annealing starts once
+        ``(1 - anneal_fraction) * num_epochs * num_samples`` samples were seen.
     """
 
     def __init__(
         self,
-        sift_config: RelativeProbabilisticSiftConfig | RandomSiftConfig,
+        sift_config: SiftConfig,
         orig_dataloader: Any,
-        loss_impl: Loss | None,
-        model: torch.nn.Module | None,
+        loss_impl: Loss | None = None,
+        model: torch.nn.Module | None = None,
         batch_transforms: SiftingBatchTransform | None = None,
         *,
         seed: int | None = None,
+        sample_ids: Callable[[Any], torch.Tensor] | None = None,
+        num_samples: int | None = None,
+        num_epochs: int | None = None,
     ) -> None:
-        if not isinstance(sift_config, (RelativeProbabilisticSiftConfig, RandomSiftConfig)):
+        if not isinstance(sift_config, _POLICIES):
             raise TypeError(
-                f"sift_config must be a RelativeProbabilisticSiftConfig or a RandomSiftConfig, "
+                f"sift_config must be a RelativeProbabilisticSiftConfig, a RandomSiftConfig, "
+                f"a StaleLossSiftConfig or an InfoBatchSiftConfig, "
                 f"got {type(sift_config).__name__}"
             )
         if not hasattr(orig_dataloader, "__iter__") or hasattr(orig_dataloader, "__next__"):
@@ -113,6 +165,9 @@ class SiftingDataloader:
                 f"{type(orig_dataloader).__name__}"
             )
         self.is_loss_based = isinstance(sift_config, RelativeProbabilisticSiftConfig)
+        self.is_stale_loss = isinstance(sift_config, StaleLossSiftConfig)
+        self.is_infobatch = isinstance(sift_config, InfoBatchSiftConfig)
+        policy = type(sift_config).__name__
         if self.is_loss_based:
             if not callable(getattr(loss_impl, "loss", None)):
                 raise TypeError(
@@ -134,12 +189,36 @@ class SiftingDataloader:
             )
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise TypeError(f"seed must be an int or None, got {seed!r}")
+        if sample_ids is not None and not callable(sample_ids):
+            raise TypeError(
+                f"sample_ids must be a callable batch -> int64 tensor of sample ids, or None, "
+                f"got {type(sample_ids).__name__}"
+            )
+        for name, value in (("num_samples", num_samples), ("num_epochs", num_epochs)):
+            if value is not None and not _is_int(value):
+                raise TypeError(f"{name} must be an int >= 1 or None, got {value!r}")
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be an int >= 1 or None, got {value!r}")
+        if self.uses_training_losses and num_samples is None:
+            raise ValueError(
+                f"{policy} needs num_samples= (the data set's size): it remembers one loss per "
+                f"sample, in memory preallocated for num_samples samples"
+            )
+        if self.is_infobatch and num_epochs is None:
+            raise ValueError(
+                f"{policy} needs num_epochs= (the planned number of epochs): annealing starts "
+                f"after (1 - anneal_fraction) * num_epochs * num_samples samples seen"
+            )
 
         self.sift_config = sift_config
         self.orig_dataloader = orig_dataloader
         self.loss_impl = loss_impl
         self.model = model
         self.batch_transforms = batch_transforms
+        self.sample_ids = default_sample_ids if sample_ids is None else sample_ids
+        self.num_samples = None if num_samples is None else int(num_samples)
+        self.num_epochs = None if num_epochs is None else int(num_epochs)
+        num_samples, num_epochs = self.num_samples, self.num_epochs
         self.batch_size = _loader_batch_size(orig_dataloader)
         self.drop_last = bool(getattr(orig_dataloader, "drop_last", False))
         base_config = sift_config.loss_based_sift_config.sift_config
@@ -152,12 +231,79 @@ class SiftingDataloader:
         else:
             self.generator.manual_seed(seed)
         self.loss_history = (
-            LossHistory(sift_config.loss_history_length) if self.is_loss_based else None
+            LossHistory(sift_config.loss_history_length)
+            if self.is_loss_based or self.is_stale_loss
+            else None
+        )
+        self.sample_memory = (
+            SampleLossMemory(num_samples, with_weights=self.is_infobatch)
+            if self.uses_training_losses
+            else None
+        )
+        self.anneal_start_samples = (
+            (1.0 - sift_config.anneal_fraction) * num_epochs * num_samples
+            if self.is_infobatch
+            else None
         )
         self.stats = SiftingStats()
         # The delay's own count: stats.reset() must not restart the delay.
         self._batches_yielded_total = 0
+        # Annealing's own count of candidates drawn, for the same reason.
+        self._samples_seen_total = 0
+        # Epochs are iter() calls; -1 until the first one starts.
+        self.epoch = -1
+        self.infobatch_threshold = float("nan")
+        # The batch just yielded, for batch_weights() and record_losses().
+        self._yielded_ids: torch.Tensor | None = None
+        self._ids_device: torch.device | None = None  # where the batches' ids live
+        self._losses_recorded = False
         self._default_transforms: dict[type, SiftingBatchTransform] = {}
+
+    @property
+    def uses_training_losses(self) -> bool:
+        """True when the training loop must call ``batch_weights()`` and ``record_losses()`` after each batch."""
+        return self.is_stale_loss or self.is_infobatch
+
+    def _require_training_losses(self, method: str) -> None:
+        if not self.uses_training_losses:
+            raise RuntimeError(
+                f"{method}() is for the policies that decide from training losses "
+                f"(StaleLossSiftConfig, InfoBatchSiftConfig); this SiftingDataloader uses "
+                f"{type(self.sift_config).__name__} (uses_training_losses is False)"
+            )
+        if self._yielded_ids is None:
+            raise RuntimeError(f"{method}() was called before any batch was yielded")
+
+    def batch_weights(self) -> torch.Tensor:
+        """The loss weights [n] (float32, on the device of the batch's ids) of the batch just yielded.
+
+        Multiply the per-sample training losses by them before reducing. All
+        ones, except under InfoBatch for the kept below-mean samples:
+        ``1 / (1 - prune_ratio)``.
+        """
+        self._require_training_losses("batch_weights")
+        ids = self._yielded_ids
+        if self.is_infobatch:
+            return self.sample_memory.weights[ids].to(self._ids_device)
+        return torch.ones(ids.numel(), dtype=torch.float32, device=self._ids_device)
+
+    def record_losses(self, losses: torch.Tensor) -> None:
+        """Report the per-sample training losses [n] or [n, 1] of the batch just yielded, before weighting.
+
+        They are remembered by sample id, with the current epoch (the number
+        of ``iter()`` calls so far, minus one). A non-finite loss is not
+        remembered: the sample keeps what it had. Call once per yielded batch,
+        pass-through batches of the delay included.
+        """
+        self._require_training_losses("record_losses")
+        if self._losses_recorded:
+            raise RuntimeError(
+                "record_losses() was already called for the batch just yielded; call it once per batch"
+            )
+        ids = self._yielded_ids
+        losses = _checked_losses(losses, ids.numel(), "record_losses(losses) needs")
+        self.sample_memory.remember(ids, losses, self.epoch)
+        self._losses_recorded = True
 
     def _transform_for(self, batch: Any) -> SiftingBatchTransform:
         if self.batch_transforms is not None:
@@ -179,7 +325,9 @@ class SiftingDataloader:
         try:
             with torch.no_grad():
                 losses = self.loss_impl.loss(model, sifting_batch, batch)
-            losses = _checked_losses(losses, len(sifting_batch), type(self.loss_impl).__name__)
+            losses = _checked_losses(
+                losses, len(sifting_batch), f"{type(self.loss_impl).__name__}.loss must return"
+            )
         finally:
             # Restore module by module: a submodule the user froze in eval stays in eval.
             for module in was_training:
@@ -198,11 +346,55 @@ class SiftingDataloader:
         self.loss_history.append(losses[torch.isfinite(losses)])
         return keep
 
+    def _candidate_ids(self, batch: Any, n: int) -> torch.Tensor:
+        ids = self.sample_ids(batch)
+        if isinstance(ids, torch.Tensor):
+            self._ids_device = ids.device
+        return checked_sample_ids(ids, n, self.num_samples)
+
+    def _keep_mask_from_memory(self, ids: torch.Tensor) -> torch.Tensor:
+        """Decide a candidate batch from its samples' remembered training losses (CPU ``ids``)."""
+        config = self.sift_config
+        memory = self.sample_memory
+        losses = memory.losses[ids]
+        stamps = memory.epoch_stamps[ids]
+        if self.is_stale_loss:
+            fresh = fresh_loss_mask(stamps, self.epoch, config.max_loss_age_epochs)
+            keep = stale_loss_keep_mask(
+                losses, fresh, self.loss_history.values(), config.beta_value, self.generator
+            )
+            # The candidates' losses, kept or not: the training losses alone would be those of
+            # the samples kept, biased high, and the kept fraction would collapse.
+            self.loss_history.append(losses[fresh])
+            return keep
+        if self._samples_seen_total >= self.anneal_start_samples:
+            memory.weights[ids] = 1.0
+            return torch.ones(ids.numel(), dtype=torch.bool)
+        keep, weights = infobatch_keep_mask(
+            losses, stamps >= 0, self.infobatch_threshold, config.prune_ratio, self.generator
+        )
+        memory.weights[ids] = weights
+        return keep
+
+    def _yielding(self, ids: torch.Tensor | None) -> None:
+        self.stats.batches_yielded += 1
+        self._batches_yielded_total += 1
+        if ids is not None:
+            self._yielded_ids = ids
+            self._losses_recorded = False
+
     def __iter__(self) -> Iterator[Any]:
         stats = self.stats
         batch_size = self.batch_size
+        tracking = self.uses_training_losses
+        self.epoch += 1
+        if self.is_infobatch:
+            memory = self.sample_memory
+            # Taken once per epoch, as InfoBatch prunes once per epoch.
+            self.infobatch_threshold = infobatch_threshold(memory.losses, memory.remembered)
         batches_yielded_this_epoch = 0
         pieces: list[SiftingBatch] = []
+        id_pieces: list[torch.Tensor] = []
         pending = 0
         transform: SiftingBatchTransform | None = None
 
@@ -215,10 +407,15 @@ class SiftingDataloader:
             )
             if delay_count < self.sift_delay:
                 n = transform.sample_count(batch)
+                ids = None
+                if tracking:
+                    ids = self._candidate_ids(batch, n)
+                    if self.is_infobatch:
+                        self.sample_memory.weights[ids] = 1.0
                 stats.samples_seen += n
                 stats.samples_kept += n
-                stats.batches_yielded += 1
-                self._batches_yielded_total += 1
+                self._samples_seen_total += n
+                self._yielding(ids)
                 batches_yielded_this_epoch += 1
                 yield batch
                 continue
@@ -227,29 +424,44 @@ class SiftingDataloader:
             n = len(sifting_batch)
             if n == 0:
                 continue
-            keep = self._keep_mask(sifting_batch, batch)
+            if tracking:
+                ids = self._candidate_ids(batch, n)
+                keep = self._keep_mask_from_memory(ids)
+            else:
+                keep = self._keep_mask(sifting_batch, batch)
             n_kept = int(keep.sum())
             stats.samples_seen += n
             stats.samples_kept += n_kept
             stats.samples_sifted_out += n - n_kept
+            self._samples_seen_total += n
             if n_kept == n:
                 pieces.append(sifting_batch)
+                if tracking:
+                    id_pieces.append(ids)
             elif n_kept > 0:
-                pieces.append(sifting_batch.select(keep.nonzero().reshape(-1)))
+                kept_indices = keep.nonzero().reshape(-1)
+                pieces.append(sifting_batch.select(kept_indices))
+                if tracking:
+                    id_pieces.append(ids[kept_indices])
             pending += n_kept
 
             while pending >= batch_size:
                 merged = SiftingBatch.concat(pieces)
+                ready_ids = None
+                if tracking:
+                    merged_ids = torch.cat(id_pieces) if len(id_pieces) > 1 else id_pieces[0]
+                    ready_ids, rest_ids = merged_ids[:batch_size], merged_ids[batch_size:]
                 if pending == batch_size:
-                    ready, pieces = merged, []
+                    ready, pieces, id_pieces = merged, [], []
                 else:
                     ready, rest = merged.split(batch_size)
                     pieces = [rest]
+                    id_pieces = [rest_ids] if tracking else []
                 pending -= batch_size
-                stats.batches_yielded += 1
-                self._batches_yielded_total += 1
                 batches_yielded_this_epoch += 1
-                yield transform.reverse_transform(ready)
+                out = transform.reverse_transform(ready)
+                self._yielding(ready_ids)
+                yield out
 
         if pending == 0:
             return
@@ -258,6 +470,6 @@ class SiftingDataloader:
             stats.samples_kept -= pending
             stats.samples_sifted_out += pending
             return
-        stats.batches_yielded += 1
-        self._batches_yielded_total += 1
-        yield transform.reverse_transform(SiftingBatch.concat(pieces))
+        out = transform.reverse_transform(SiftingBatch.concat(pieces))
+        self._yielding(torch.cat(id_pieces) if tracking else None)
+        yield out

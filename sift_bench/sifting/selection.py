@@ -59,3 +59,65 @@ def relative_probabilistic_keep_mask(
     losses = losses.reshape(-1)
     keep = keep_mask(loss_percentiles(losses, history), beta_value, generator)
     return keep | ~torch.isfinite(losses)
+
+
+def fresh_loss_mask(
+    epoch_stamps: torch.Tensor, current_epoch: int, max_loss_age_epochs: int
+) -> torch.Tensor:
+    """Which remembered losses may still decide: remembered (stamp >= 0) and at most ``max_loss_age_epochs`` old.
+
+    ``epoch_stamps`` holds the epoch each loss was recorded in, -1 where none was.
+    """
+    return (epoch_stamps >= 0) & (current_epoch - epoch_stamps <= max_loss_age_epochs)
+
+
+def stale_loss_keep_mask(
+    remembered_losses: torch.Tensor,
+    fresh: torch.Tensor,
+    history: torch.Tensor,
+    beta_value: float,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """The keep mask of one candidate batch under stale-loss sifting.
+
+    A sample with a ``fresh`` remembered loss is kept with probability
+    ``p ** beta_value``, exactly as if that loss had just been scored; every
+    other sample (nothing remembered, or too old) is kept, so none is starved by
+    a stale low loss. Every sample draws one random number either way.
+    """
+    keep = relative_probabilistic_keep_mask(remembered_losses, history, beta_value, generator)
+    return keep | ~fresh.reshape(-1)
+
+
+def infobatch_threshold(remembered_losses: torch.Tensor, remembered: torch.Tensor) -> float:
+    """InfoBatch's threshold: the mean of the remembered losses; NaN (prunes nothing) when none is remembered."""
+    losses = remembered_losses[remembered]
+    if losses.numel() == 0:
+        return float("nan")
+    # float64 accumulation: a float32 sum over a large data set drifts.
+    return float(losses.to(torch.float64).mean())
+
+
+def infobatch_keep_mask(
+    remembered_losses: torch.Tensor,
+    remembered: torch.Tensor,
+    threshold: float,
+    prune_ratio: float,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """InfoBatch's soft pruning and rescaling for one candidate batch: ``(keep, weights)``.
+
+    A sample remembered strictly below ``threshold`` is left out with
+    probability ``prune_ratio``; if kept, its loss weight is
+    ``1 / (1 - prune_ratio)``, so its expected contribution to the gradient is
+    unchanged. Every other sample is kept with weight 1. ``weights`` is float32,
+    1 for the samples left out too. Every sample draws one random number.
+    """
+    losses = remembered_losses.reshape(-1)
+    draws = torch.rand(losses.shape, generator=generator, device=losses.device)
+    # A NaN threshold compares False: nothing is below it, nothing is pruned.
+    below = remembered.reshape(-1) & (losses < threshold)
+    keep = ~(below & (draws < prune_ratio))
+    weights = torch.ones(losses.shape, dtype=torch.float32, device=losses.device)
+    weights[below & keep] = 1.0 / (1.0 - prune_ratio)
+    return keep, weights

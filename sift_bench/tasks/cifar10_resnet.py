@@ -33,13 +33,14 @@ def build(cfg, device: torch.device) -> TaskParts:
     )
     label_smoothing = float(task.label_smoothing)
 
+    # Batches are (images, labels, sample_ids); the ids serve the sifters that remember losses per sample.
     def per_sample_loss(model, batch):
-        images, labels = batch
+        images, labels = batch[0], batch[1]
         logits = model(images.to(device, non_blocking=True))
         return F.cross_entropy(logits.float(), labels.to(device), reduction="none", label_smoothing=label_smoothing)
 
     def count_correct(model, batch):
-        images, labels = batch
+        images, labels = batch[0], batch[1]
         images = images.to(device, non_blocking=True)
         logits = model(images).float()
         if task.eval_flip_tta:

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 from sift_bench.data import DataNotFoundError
 from sift_bench.data.sst2 import PadCollator, Sentences, TokenizedDataset, load_sst2, trim_padding
+from sift_bench.sifting import IndexedDataset
 from sift_bench.tasks import TaskParts
 
 
@@ -65,7 +66,8 @@ def build(cfg, device: torch.device) -> TaskParts:
     collate = PadCollator(tokenizer.pad_token_id, data.max_length)
     loader_generator = torch.Generator().manual_seed(cfg.seed)
     train_loader = torch.utils.data.DataLoader(
-        TokenizedDataset(train, tokenizer, data.max_length, cache_dir),
+        # Each batch carries its sample ids, for the sifters that remember losses per sample.
+        IndexedDataset(TokenizedDataset(train, tokenizer, data.max_length, cache_dir)),
         batch_size=cfg.trainer.batch_size, shuffle=True, collate_fn=collate, generator=loader_generator,
     )
     eval_loader = torch.utils.data.DataLoader(
