@@ -167,5 +167,6 @@ def log_final(result, cost_usd: float) -> None:
         "eval_accuracy": result.eval_accuracy, "train_time_s": result.train_time_s, "sift_time_s": result.sift_time_s,
         "eval_time_s": result.eval_time_s, "cost_usd": cost_usd, "pct_accepted": result.pct_accepted,
         "samples_seen": result.samples_seen, "samples_trained": result.samples_trained,
-        "time_to_target_s": result.time_to_target_s,
+        "time_to_target_s": result.time_to_target_s, "other_cpu_s": result.other_cpu_s,
+        "other_cpu_fraction": result.other_cpu_fraction,
     }, step=len(result.history) - 1)

@@ -14,6 +14,7 @@ from typing import Callable
 
 import torch
 
+from sift_bench.machine import OtherCpuMeter
 from sift_bench.schedule import SampleSchedule
 from sift_bench.sifting import Loss, SiftingDataloader
 from sift_bench.tasks import TaskParts
@@ -43,6 +44,8 @@ class TrainResult:
     samples_trained: int
     pct_accepted: float
     time_to_target_s: float  # NaN when the target was never reached
+    other_cpu_s: float  # CPU seconds other processes used meanwhile: near 0 on a quiet machine
+    other_cpu_fraction: float  # other_cpu_s per second of wall time: above a few % the timing is suspect
     history: list[EvalPoint] = field(default_factory=list)
 
 
@@ -160,6 +163,7 @@ def train(
             on_eval(point)
 
     model.train()
+    other_cpu = OtherCpuMeter().start()
     for epoch in range(trainer_cfg.epochs):
         epoch_start_seen, epoch_start_trained = samples_seen, samples_trained
         loss_sum = torch.zeros((), device=device)
@@ -198,6 +202,7 @@ def train(
         epoch_seen, epoch_trained = samples_seen - epoch_start_seen, samples_trained - epoch_start_trained
         record_eval(float(epoch + 1), loss_sum.item() / max(epoch_trained, 1), epoch_seen, epoch_trained)
     progress.close()
+    other_cpu_s, other_cpu_fraction = other_cpu.stop()
 
     return TrainResult(
         eval_accuracy=history[-1].eval_accuracy,
@@ -208,6 +213,8 @@ def train(
         samples_trained=samples_trained,
         pct_accepted=100.0 * samples_trained / max(samples_seen, 1),
         time_to_target_s=time_to_target,
+        other_cpu_s=other_cpu_s,
+        other_cpu_fraction=other_cpu_fraction,
         history=history,
     )
 

@@ -447,3 +447,10 @@ def test_the_module_runs_as_a_command(tmp_path):
                             timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 1, result.stderr
     assert "nothing written" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_runs_on_a_busy_machine_are_flagged():
+    used = pd.DataFrame({"run_id": ["quiet", "busy", "unmeasured"],
+                         "metrics.other_cpu_fraction": [0.01, 0.4, float("nan")]})
+    assert report.contended_runs(used) == {"busy": 0.4}
+    assert report.contended_runs(used.drop(columns="metrics.other_cpu_fraction")) == {}

@@ -328,6 +328,17 @@ def missing_metrics(used: pd.DataFrame) -> dict[str, list[str]]:
     return missing
 
 
+CONTENDED_FRACTION = 0.05  # other processes' CPU per second of a run's wall time, in cores
+
+
+def contended_runs(used: pd.DataFrame, threshold: float = CONTENDED_FRACTION) -> dict[str, float]:
+    """run_id -> other_cpu_fraction, for the runs whose machine was busy with other work while they trained,
+    so their times (and so their savings) are suspect. Runs that did not measure it are not listed."""
+    fraction = column(used, "metrics.other_cpu_fraction")
+    busy = fraction > threshold
+    return dict(zip(used["run_id"][busy], fraction[busy]))
+
+
 def varying_settings(used: pd.DataFrame) -> dict:
     """task -> params (other than sifter, seed and where-files-go) whose values differ between its runs,
     which would make its rows compare different training setups."""

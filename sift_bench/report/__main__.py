@@ -217,6 +217,9 @@ def write_results(out: Path, used: pd.DataFrame, excluded: pd.DataFrame, history
                      "accuracy_baseline and accuracy_delta are empty.")
     for run_id, names in report.missing_metrics(used).items():
         notes.append(f"Run {run_id} lacks {', '.join(names)}: left out of those means.")
+    for run_id, fraction in report.contended_runs(used).items():
+        notes.append(f"Run {run_id}: other processes used {fraction:.2f} of a core per second while it trained "
+                     f"(over {report.CONTENDED_FRACTION:g}): its time is suspect.")
     for task, names in report.varying_settings(used).items():
         notes.append(f"Runs of task {report.fmt(task)} differ in {', '.join(names)}, not only in the sifter and "
                      "seed: its rows may compare different training setups.")

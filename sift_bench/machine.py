@@ -1,0 +1,38 @@
+"""How much CPU the rest of the machine used while a run trained: a timing is only as clean as its machine."""
+
+import os
+import time
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def machine_busy_seconds() -> float | None:
+    """CPU seconds spent busy by every core since boot (Linux /proc/stat), or None where unavailable."""
+    try:
+        with open("/proc/stat") as handle:
+            fields = [int(value) for value in handle.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS
+
+
+class OtherCpuMeter:
+    """CPU seconds used by other processes between start() and stop(): machine busy time minus our own."""
+
+    def start(self) -> "OtherCpuMeter":
+        self.machine_start = machine_busy_seconds()
+        self.own_start = time.process_time()
+        self.wall_start = time.perf_counter()
+        return self
+
+    def stop(self) -> tuple[float, float]:
+        """(other processes' CPU seconds, that per second of wall time); NaN where /proc/stat is missing."""
+        machine_end = machine_busy_seconds()
+        wall = time.perf_counter() - self.wall_start
+        if self.machine_start is None or machine_end is None:
+            return float("nan"), float("nan")
+        own = time.process_time() - self.own_start
+        # /proc/stat counts in clock ticks, so tick jitter can make the difference slightly negative.
+        other = max(machine_end - self.machine_start - own, 0.0)
+        return other, other / max(wall, 1e-9)
