@@ -1,6 +1,6 @@
 """The sifter's own overhead per yielded batch, as a % of one CIFAR ResNet-20 training step.
 
-Run:  .venv/bin/python benchmarks/sifter_overhead.py   (about a minute on 1 CPU thread)
+Run:  python benchmarks/sifter_overhead.py   (about a minute)
 
 Overhead is the sifter's bookkeeping: batch transforms, the model-mode switch, the
 loss history, selection and refill. The scoring forward pass is left out by a Loss
@@ -19,7 +19,8 @@ import time
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+
+from sift_bench.models.resnet import build_resnet
 
 from sift_bench.sifting import (
     Loss,
@@ -29,36 +30,6 @@ from sift_bench.sifting import (
     SiftingBaseConfig,
     SiftingDataloader,
 )
-
-
-class Block(nn.Module):
-    def __init__(self, in_channels: int, out_channels: int, stride: int) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(in_channels, out_channels, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(out_channels)
-        self.conv2 = nn.Conv2d(out_channels, out_channels, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(out_channels)
-        self.shortcut = nn.Identity()
-        if stride != 1 or in_channels != out_channels:
-            self.shortcut = nn.Sequential(
-                nn.Conv2d(in_channels, out_channels, 1, stride, bias=False), nn.BatchNorm2d(out_channels)
-            )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = F.relu(self.bn1(self.conv1(x)))
-        return F.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
-
-
-def resnet20(num_classes: int = 10) -> nn.Module:
-    """He et al. 2016's CIFAR ResNet-20: three stages of three blocks, 16/32/64 channels."""
-    layers: list[nn.Module] = [nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU()]
-    in_channels = 16
-    for stage, width in enumerate((16, 32, 64)):
-        for i in range(3):
-            layers.append(Block(in_channels, width, 2 if stage > 0 and i == 0 else 1))
-            in_channels = width
-    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(in_channels, num_classes)]
-    return nn.Sequential(*layers)
 
 
 class ResidentLoader:
@@ -99,7 +70,7 @@ def make_batches(batch_size: int, n: int) -> list[tuple[torch.Tensor, torch.Tens
 
 
 def train_step_seconds(batches, steps: int, warmup: int) -> float:
-    model = resnet20().to(memory_format=torch.channels_last).train()
+    model = build_resnet("resnet20").to(memory_format=torch.channels_last).train()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True)
     times = []
     for step in range(warmup + steps):
@@ -138,13 +109,14 @@ def main() -> None:
     parser.add_argument("--candidates", type=int, default=400, help="candidate batches per timed pass")
     parser.add_argument("--repeats", type=int, default=5, help="timed passes per row (median kept)")
     parser.add_argument("--train-steps", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's, as in the harness)")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     batches = make_batches(args.batch_size, 8)
     step_s = train_step_seconds(batches, args.train_steps, warmup=1)
-    model = resnet20().to(memory_format=torch.channels_last).train()
+    model = build_resnet("resnet20").to(memory_format=torch.channels_last).train()
     loader = ResidentLoader(batches, args.candidates)
 
     rows = [

@@ -168,5 +168,6 @@ def log_final(result, cost_usd: float) -> None:
         "eval_time_s": result.eval_time_s, "cost_usd": cost_usd, "pct_accepted": result.pct_accepted,
         "samples_seen": result.samples_seen, "samples_trained": result.samples_trained,
         "time_to_target_s": result.time_to_target_s, "other_cpu_s": result.other_cpu_s,
+        "work_trained": result.work_trained,
         "other_cpu_fraction": result.other_cpu_fraction,
     }, step=len(result.history) - 1)

