@@ -145,7 +145,10 @@ def test_every_table_sweep_runs_at_smoke_scale(table, store, tmp_path):
     assert {r.data.tags["sifter"] for r in children} == {"none", "relative_probabilistic", "random", "stale_loss", "infobatch"}
     for run in children:
         metrics = run.data.metrics
-        assert 0 < metrics["pct_accepted"] <= 100 and (metrics["sift_time_s"] > 0) == (run.data.tags["sifter"] == "relative_probabilistic")
+        assert 0 < metrics["pct_accepted"] <= 100
+        scoring = run.data.tags["sifter"] == "relative_probabilistic"
+        # Only smart sifting scores, and it does unless its delay outlasts the run (delay_long at this size).
+        assert (metrics["sift_time_s"] > 0) == (scoring and metrics["pct_accepted"] < 100)
 
 
 def test_an_unreachable_hub_model_is_reported_with_the_offline_alternative(store, tmp_path, monkeypatch):
