@@ -3,6 +3,7 @@
 import torch
 import torch.nn.functional as F
 
+from sift_bench.data import fixed_subset
 from sift_bench.data.cifar10 import CifarLoader, load_cifar10
 from sift_bench.models.resnet import build_resnet
 from sift_bench.tasks import TaskParts
@@ -17,8 +18,7 @@ def build(cfg, device: torch.device) -> TaskParts:
         synthetic_size=(data.synthetic_train_size, data.synthetic_test_size),
     )
     if data.train_subset:
-        # A fixed subset (seeded apart from the run seed) so that every seed and sifter sees the same data.
-        keep = torch.randperm(len(arrays.train_labels), generator=torch.Generator().manual_seed(1234))[: data.train_subset]
+        keep = fixed_subset(len(arrays.train_labels), data.train_subset)
         arrays.train_images, arrays.train_labels = arrays.train_images[keep], arrays.train_labels[keep]
     channels_last = bool(cfg.scale.channels_last)
     model = build_resnet(task.model.arch, num_classes=10, width_multiplier=task.model.width_multiplier)

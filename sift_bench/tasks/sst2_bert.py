@@ -5,7 +5,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from sift_bench.data import DataNotFoundError
+from sift_bench.data import DataNotFoundError, fixed_subset
 from sift_bench.data.sst2 import PadCollator, Sentences, TokenizedDataset, load_sst2, trim_padding
 from sift_bench.sifting import IndexedDataset
 from sift_bench.tasks import TaskParts
@@ -68,8 +68,7 @@ def build(cfg, device: torch.device) -> TaskParts:
         synthetic_size=(data.synthetic_train_size, data.synthetic_test_size),
     )
     if data.train_subset and data.train_subset < len(train.labels):
-        # A fixed subset (seeded apart from the run seed) so that every seed and sifter sees the same data.
-        keep = torch.randperm(len(train.labels), generator=torch.Generator().manual_seed(1234))[: data.train_subset].tolist()
+        keep = fixed_subset(len(train.labels), data.train_subset).tolist()
         train = Sentences([train.texts[i] for i in keep], [train.labels[i] for i in keep])
     model, tokenizer, model_name = load_model_and_tokenizer(task.model)
     model = model.to(device)
