@@ -112,7 +112,11 @@ def train(
     target_accuracy: float | None = None,
     on_eval: Callable[[EvalPoint], None] | None = None,
 ) -> TrainResult:
-    """Train `parts.model` for `trainer_cfg.epochs` epochs; evaluate `evals_per_epoch` times per epoch."""
+    """Train `parts.model` for `trainer_cfg.epochs` epochs.
+
+    Evaluates `evals_per_epoch` times per epoch, or, with `eval_every_epochs` > 1, at the end of every
+    `eval_every_epochs`-th epoch; the last epoch always ends with an evaluation.
+    """
     model = parts.model
     autocast = autocast_factory(device, precision)
     optimizer = build_optimizer(model, trainer_cfg.optimizer)
@@ -202,7 +206,8 @@ def train(
         sync()
         train_time += time.perf_counter() - segment_start
         epoch_seen, epoch_trained = samples_seen - epoch_start_seen, samples_trained - epoch_start_trained
-        record_eval(float(epoch + 1), loss_sum.item() / max(epoch_trained, 1), epoch_seen, epoch_trained)
+        if (epoch + 1) % trainer_cfg.eval_every_epochs == 0 or epoch + 1 == trainer_cfg.epochs:
+            record_eval(float(epoch + 1), loss_sum.item() / max(epoch_trained, 1), epoch_seen, epoch_trained)
     progress.close()
     other_cpu_s, other_cpu_fraction = other_cpu.stop()
 

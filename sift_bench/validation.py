@@ -62,6 +62,10 @@ def validate(cfg: DictConfig):
     _require(_is_int(trainer.batch_size) and trainer.batch_size >= 1, "trainer.batch_size", trainer.batch_size, "an integer >= 1")
     _require(_is_int(trainer.evals_per_epoch) and trainer.evals_per_epoch >= 1, "trainer.evals_per_epoch",
              trainer.evals_per_epoch, "an integer >= 1")
+    _require(_is_int(trainer.eval_every_epochs) and trainer.eval_every_epochs >= 1, "trainer.eval_every_epochs",
+             trainer.eval_every_epochs, "an integer >= 1")
+    _require(trainer.evals_per_epoch == 1 or trainer.eval_every_epochs == 1, "trainer.eval_every_epochs",
+             trainer.eval_every_epochs, f"1 when trainer.evals_per_epoch > 1 (it is {trainer.evals_per_epoch})")
     lr = trainer.optimizer.lr
     _require(isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0, "trainer.optimizer.lr", lr, "a finite number > 0")
     _require(trainer.optimizer.name in ("sgd", "adamw"), "trainer.optimizer.name", trainer.optimizer.name, "'sgd' or 'adamw'")

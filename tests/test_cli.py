@@ -73,6 +73,8 @@ def test_random_control_never_scores(store, tmp_path):
     (["task=mnist_mlp"], "task"),
     (["paths.data_dir=/does/not/exist", "scale=cpu"], "/does/not/exist"),
     (["trainer.epochs=0"], "trainer.epochs"),
+    (["trainer.eval_every_epochs=0"], "trainer.eval_every_epochs"),
+    (["trainer.eval_every_epochs=2", "trainer.evals_per_epoch=4"], "trainer.eval_every_epochs"),
 ])
 def test_bad_values_fail_fast_with_a_clear_message(overrides, message, store, tmp_path):
     result = run_cli([*overrides, f"tracking.uri={store}"], tmp_path, timeout=60)

@@ -58,6 +58,13 @@ def test_evaluations_per_epoch(tmp_path):
     assert times == sorted(times) and result.train_time_s == times[-1]
 
 
+def test_evaluations_every_few_epochs_and_always_at_the_end(tmp_path):
+    cfg = smoke_config(["task=cifar10_resnet", "sifter=none", "trainer.epochs=5", "trainer.eval_every_epochs=2"], tmp_path)
+    _, result = run_training(cfg)
+    assert [point.epoch for point in result.history] == [2.0, 4.0, 5.0]
+    assert result.train_time_s == result.history[-1].train_time_s
+
+
 def test_same_seed_same_run(tmp_path):
     overrides = ["task=cifar10_resnet", "sifter=relative_probabilistic", "sifter.sift_delay=2", "seed=5"]
     _, first = run_training(smoke_config(overrides, tmp_path))
