@@ -14,7 +14,7 @@ from conftest import CONF_DIR, ROOT, run_cli
 FINAL_METRICS = ("eval_accuracy", "train_time_s", "sift_time_s", "eval_time_s", "cost_usd", "pct_accepted",
                  "samples_seen", "samples_trained", "time_to_target_s")
 EPOCH_METRICS = ("train_loss", "eval_accuracy", "pct_accepted")
-TAGS = ("task", "model", "dataset", "sifter", "scale", "seed", "git_commit")
+TAGS = ("task", "model", "dataset", "sifter", "scale", "seed", "git_commit", "machine.kind")
 
 
 def runs_in(store: str):

@@ -170,6 +170,15 @@ def test_headline_edges_exactly_half_a_point_counts_and_none_qualifies():
     assert pd.isna(line["config"]) and line["statement"].startswith("none")
 
 
+def test_headline_per_selection_rule_gives_each_sifter_its_own_best():
+    lines = report.headline(report.build_table(sst2_frame()), per_sifter=True).set_index(["task", "sifter"])
+    assert sorted(lines.index) == [("sst2_bert", "random"), ("sst2_bert", "relative_probabilistic")]
+    assert lines.loc[("sst2_bert", "relative_probabilistic"), "pct_time_savings"] == pytest.approx(30.0)
+    # random 0.25 is 2.5 points down, random 0.5 saves 20 % at -0.75: neither is within half a point.
+    random_line = lines.loc[("sst2_bert", "random")]
+    assert pd.isna(random_line["config"]) and random_line["statement"].startswith("none")
+
+
 def test_a_task_without_baseline_has_empty_savings_and_says_so():
     table = report.build_table(sst2_frame([frame_row(CIFAR, RP3, 0, 50.0, 0.05, 88.0, 25.0)]))
     cifar = row_of(table, "cifar10_resnet", RP3)
@@ -212,6 +221,36 @@ def test_split_keeps_finished_runs_of_the_scale_once():
     assert reasons["gpu"] == "scale gpu" and reasons["parent"] == "sweep parent"
     assert reasons["sst2_bert-none-none-0"] == "rerun: same config_hash as rerun"
     assert row_of(report.build_table(used), "sst2_bert", NONE)["train_time_s"] == pytest.approx(115.0)
+
+
+AMX = "Intel(R) Xeon(R) Processor, 2 cores, family 6 model 207 amx_bf16 amx_tile avx512_bf16 avx512f"
+NO_AMX = "Intel(R) Xeon(R) Processor, 2 cores, family 6 model 207 avx512_bf16 avx512f"
+
+
+def test_a_table_holds_one_machine_kind_the_most_common_unless_chosen():
+    rows = [frame_row(SST2, *run) for run in SST2_RUNS]
+    for row in rows:
+        row["tags.machine.kind"] = AMX
+    # The same baseline on a machine without AMX: three times slower, and it must not enter AMX's savings.
+    slow = [{**frame_row(SST2, NONE, seed, 300.0, 0.3, 80.0, 100.0), "run_id": f"slow-{seed}",
+             "tags.machine.kind": NO_AMX} for seed in (0, 1)]
+    used, excluded = report.split_runs(runs_frame(rows + slow), "cpu")
+    assert len(used) == 10 and set(report.machine_kinds(used)) == {AMX}
+    assert set(excluded.set_index("run_id").loc[["slow-0", "slow-1"], "reason"]) == {f"machine {NO_AMX}"}
+    assert row_of(report.build_table(used), "sst2_bert", RP3)["pct_time_savings"] == pytest.approx(30.0)
+    used, excluded = report.split_runs(runs_frame(rows + slow), "cpu", machine="model 207 avx512_bf16")
+    assert sorted(used["run_id"]) == ["slow-0", "slow-1"] and len(excluded) == 10
+    with pytest.raises(ValueError, match="must match exactly one machine kind among the FINISHED runs, matched 2"):
+        report.split_runs(runs_frame(rows + slow), "cpu", machine="Xeon")
+
+
+def test_runs_without_a_machine_kind_tag_are_one_kind_by_cpu_and_cores():
+    rows = [frame_row(SST2, *run) for run in SST2_RUNS[:4]]
+    for row in rows[:2]:
+        row.update({"tags.machine.cpu": "Old CPU", "tags.machine.cores": "2"})
+    kinds = report.machine_kinds(runs_frame(rows))
+    assert list(kinds[:2]) == ["Old CPU, 2 cores (no machine.kind tag)"] * 2
+    assert list(kinds[2:]) == ["unknown CPU, ? cores (no machine.kind tag)"] * 2
 
 
 # ---------------------------------------------------------------- the CLI on real sqlite stores
@@ -380,6 +419,29 @@ def test_only_the_chosen_scale_goes_in(full_store, tmp_path, capsys):
     assert "ignored 14 runs of other scales" in capsys.readouterr().err  # 11 used at cpu + 3 not FINISHED
 
 
+def test_runs_of_another_machine_kind_are_left_out_and_named(empty_store_file, tmp_path, capsys):
+    uri, client, experiment_id = new_store(empty_store_file, tmp_path / "store")
+    log = Logger(client, experiment_id)
+    for seed, time_s in ((0, 100.0), (1, 110.0)):
+        log.run(SST2, NONE, seed, final_metrics(time_s, 0.1, 80.0, 100.0), tags={"machine.kind": AMX})
+        log.run(SST2, RP3, seed, final_metrics(70.0, 0.07, 80.0, 25.0), tags={"machine.kind": AMX})
+    log.run(SST2, NONE, 2, final_metrics(300.0, 0.3, 80.0, 100.0), tags={"machine.kind": NO_AMX})
+    out = tmp_path / "out"
+    assert main(["--tracking-uri", uri, "--out", str(out)]) == 0
+    assert "1 FINISHED runs on other machine kinds are left out" in capsys.readouterr().err
+    table = pd.read_csv(out / "table.csv")
+    assert table.loc[table["sifter"] == "none", "n_seeds"].item() == 2
+    assert table.loc[table["sifter"] == "relative_probabilistic", "pct_time_savings"].item() == pytest.approx(
+        100 * (1 - 70.0 / 105.0))
+    text = (out / "report.md").read_text()
+    assert f"Machine kind: `{AMX}`" in text and f"1 on `{NO_AMX}`" in text
+    assert main(["--tracking-uri", uri, "--out", str(tmp_path / "slow"), "--machine", "model 207 avx512"]) == 0
+    assert pd.read_csv(tmp_path / "slow" / "table.csv")["train_time_s"].tolist() == [300.0]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--tracking-uri", uri, "--out", str(tmp_path / "none"), "--machine", "no such machine"])
+    assert exit_info.value.code == 2 and "--machine 'no such machine'" in capsys.readouterr().err
+
+
 def test_a_missing_store_writes_nothing_and_exits_1(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main([]) == 1
@@ -437,7 +499,8 @@ def test_help_names_every_option(capsys):
         main(["--help"])
     assert exit_info.value.code == 0
     text = capsys.readouterr().out
-    for option in ("--tracking-uri", "--experiment-name", "--scale", "--out", "--from-csv", "Exit status"):
+    for option in ("--tracking-uri", "--experiment-name", "--scale", "--machine", "--out", "--from-csv",
+                   "Exit status"):
         assert option in text
 
 

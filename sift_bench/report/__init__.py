@@ -69,9 +69,32 @@ def _tag_or_param(runs: pd.DataFrame, tag: str, param: str) -> pd.Series:
     return column(runs, f"tags.{tag}").where(column(runs, f"tags.{tag}").notna(), column(runs, f"params.{param}"))
 
 
-def split_runs(runs: pd.DataFrame, scale: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The FINISHED job runs of this scale, and every other run with the reason it was left out.
+def machine_kinds(runs: pd.DataFrame) -> pd.Series:
+    """Each run's `machine.kind` tag; runs logged before that tag existed get their CPU name and cores."""
+    kinds = column(runs, "tags.machine.kind")
+    legacy = (column(runs, "tags.machine.cpu").fillna("unknown CPU").astype(str) + ", "
+              + column(runs, "tags.machine.cores").fillna("?").astype(str) + " cores (no machine.kind tag)")
+    return kinds.where(kinds.notna(), legacy)
 
+
+def choose_machine(kinds: pd.Series, machine: str | None) -> str | None:
+    """The one machine kind a table is built from: the kind whose name contains `machine`, or else the kind
+    with the most runs (the first seen on a tie). None when there are no runs."""
+    present = list(kinds.drop_duplicates())
+    if machine is not None:
+        matches = [kind for kind in present if machine in kind]
+        if len(matches) != 1:
+            raise ValueError(f"--machine {machine!r} must match exactly one machine kind among the FINISHED runs, "
+                             f"matched {len(matches)}; the kinds are: {'; '.join(present) or 'none'}")
+        return matches[0]
+    return kinds.value_counts(sort=False).idxmax() if present else None
+
+
+def split_runs(runs: pd.DataFrame, scale: str, machine: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The FINISHED job runs of this scale and of one machine kind, and every other run with the reason it was
+    left out.
+
+    Savings compare training times, so a table holds runs of one machine kind only (see `choose_machine`).
     A rerun of an identical config and seed (same config_hash) counts once: the latest FINISHED one.
     """
     scales = _tag_or_param(runs, "scale", "scale.name")
@@ -81,6 +104,10 @@ def split_runs(runs: pd.DataFrame, scale: str) -> tuple[pd.DataFrame, pd.DataFra
     reason[other_scale] = "scale " + scales[other_scale].fillna("unknown")
     unfinished = reason.isna() & (column(runs, "status") != "FINISHED")
     reason[unfinished] = "status " + column(runs, "status")[unfinished].fillna("unknown")
+    kinds = machine_kinds(runs)
+    chosen = choose_machine(kinds[reason.isna()], machine)
+    other_machine = reason.isna() & (kinds != chosen)
+    reason[other_machine] = "machine " + kinds[other_machine]
 
     candidates = runs[reason.isna()]
     if "start_time" in candidates:
@@ -274,16 +301,23 @@ def _within_tolerance(table: pd.DataFrame, tolerance: float) -> pd.Series:
     return table["accuracy_delta"] >= -tolerance - 1e-9
 
 
-def headline(table: pd.DataFrame, tolerance: float = HEADLINE_TOLERANCE) -> pd.DataFrame:
+def headline(table: pd.DataFrame, tolerance: float = HEADLINE_TOLERANCE, per_sifter: bool = False) -> pd.DataFrame:
     """Per task: the best % time savings among configurations whose mean accuracy is at most `tolerance`
-    points below the baseline's (any sifter, random control included), or a statement that there is none."""
+    points below the baseline's (any sifter, random control included), or a statement that there is none.
+    With `per_sifter`, the same per task and selection rule (sifter), so each policy gets its own line."""
     records = []
-    for task in table["task"].drop_duplicates():
+    if per_sifter:
+        groups = list(table.loc[table["sifter"] != BASELINE, ["task", "sifter"]].drop_duplicates().itertuples(
+            index=False, name=None))
+    else:
+        groups = [(task, None) for task in table["task"].drop_duplicates()]
+    for task, sifter in groups:
         rows = table[table["task"] == task]
-        record = {"task": task, "config": np.nan, "sifter": np.nan, "pct_time_savings": math.nan,
-                  "accuracy": math.nan, "accuracy_baseline": math.nan, "accuracy_delta": math.nan}
-        candidates = rows[(rows["sifter"] != BASELINE) & rows["pct_time_savings"].notna()
-                          & _within_tolerance(rows, tolerance)]
+        options = rows[rows["sifter"] != BASELINE] if sifter is None else rows[rows["sifter"] == sifter]
+        record = {"task": task, "config": np.nan, "sifter": np.nan if sifter is None else sifter,
+                  "pct_time_savings": math.nan, "accuracy": math.nan, "accuracy_baseline": math.nan,
+                  "accuracy_delta": math.nan}
+        candidates = options[options["pct_time_savings"].notna() & _within_tolerance(options, tolerance)]
         if not (rows["sifter"] == BASELINE).any():
             record["statement"] = "no baseline (sifter=none) at this scale, so no savings to report"
         elif rows.loc[rows["sifter"] == BASELINE, "accuracy"].isna().all():
@@ -443,6 +477,7 @@ def render_report(*, table: pd.DataFrame, used: pd.DataFrame, excluded: pd.DataF
     other_scales = excluded[excluded["reason"].str.startswith("scale ", na=False)]
     unfinished = excluded[excluded["reason"].str.startswith("status ", na=False)]
     reruns = excluded[excluded["reason"].str.startswith("rerun", na=False)]
+    other_machines = excluded[excluded["reason"].str.startswith("machine ", na=False)]
     parents = excluded[excluded["reason"] == "sweep parent"]
     lines = [
         f"# Smart sifting savings, scale `{scale}`", "",
@@ -458,6 +493,9 @@ def render_report(*, table: pd.DataFrame, used: pd.DataFrame, excluded: pd.DataF
         f"Per task, the best % time savings among configurations whose mean accuracy is at most "
         f"{HEADLINE_TOLERANCE:g} points below the baseline's:", "",
         *[f"- **{fmt(h['task'])}**: {h['statement']}" for _, h in headlines.iterrows()], "",
+        "The same per selection rule:", "",
+        *[f"- {fmt(h['task'])}, `{fmt(h['sifter'])}`: {h['statement']}"
+          for _, h in headline(table, per_sifter=True).iterrows()], "",
         "## Sifting against the random control", "",
         "Each sifted configuration is paired with the random control (sifter=random) of the same task whose "
         "mean % accepted is closest, so both train on about as many samples. Rule: " + CONTROL_RULE, "",
@@ -481,7 +519,13 @@ def render_report(*, table: pd.DataFrame, used: pd.DataFrame, excluded: pd.DataF
         f"- Runs used: {len(used)} FINISHED.",
         f"- Left out: not FINISHED {len(unfinished)}" + (" (listed below)" if len(unfinished) else "")
         + f"; other scales {len(other_scales)}" + (f" ({scale_counts})" if scale_counts else "")
-        + f"; reruns of an identical config and seed {len(reruns)} (the latest kept); sweep parents {len(parents)}.",
+        + f"; reruns of an identical config and seed {len(reruns)} (the latest kept); sweep parents {len(parents)}"
+        + f"; other machine kinds {len(other_machines)}.",
+        f"- Machine kind: `{first_present(machine_kinds(used))}`. Savings compare training times, so a table "
+        "holds the runs of one machine kind (CPU model and the flags that pick its kernels, cores, GPU); "
+        "`--machine` picks another." + (" Runs of other kinds:" if len(other_machines) else ""),
+        *[f"  - {count} on `{kind}`" for kind, count in
+          other_machines["reason"].str.removeprefix("machine ").value_counts(sort=False).items()],
         *[f"- Machine: {line}" for line in machines(used)],
         *[f"- git commit: `{commit}`" for commit in column(used, "tags.git_commit").dropna().drop_duplicates()],
         "",

@@ -244,6 +244,9 @@ def parser() -> argparse.ArgumentParser:
     cli.add_argument("--experiment-name", help=f"MLflow experiment (default {DEFAULT_EXPERIMENT})")
     cli.add_argument("--scale", help=f"only runs of this scale go in (default {DEFAULT_SCALE}; with --from-csv, "
                                      "the scale of the runs in the CSV)")
+    cli.add_argument("--machine", metavar="TEXT",
+                     help="only runs whose machine kind (tag machine.kind) contains TEXT go in (default: the kind "
+                          "with the most runs); times compare only within one kind")
     cli.add_argument("--out", type=Path, help="output folder (default results/<scale>)")
     cli.add_argument("--from-csv", type=Path, metavar="DIR",
                      help="rebuild from DIR/runs.csv, excluded.csv and history.csv instead of a store")
@@ -278,7 +281,10 @@ def main(argv: list[str] | None = None) -> int:
             source = f"experiment `{experiment_name}` in `{uri}`"
         if runs.empty:
             raise NothingToReport(f"{args.from_csv}/runs.csv has no runs" if args.from_csv else "the store has no runs")
-        used, excluded = report.split_runs(runs, scale)
+        try:
+            used, excluded = report.split_runs(runs, scale, args.machine)
+        except ValueError as error:
+            cli.error(str(error))
         if len(excluded_before):
             excluded = pd.concat([frame for frame in (excluded_before, excluded) if len(frame)], ignore_index=True)
         unfinished = excluded[excluded["reason"].str.startswith("status ", na=False)]
@@ -289,6 +295,12 @@ def main(argv: list[str] | None = None) -> int:
         other_scales = excluded["reason"].str.startswith("scale ", na=False).sum()
         if other_scales:
             warn(f"ignored {other_scales} runs of other scales (--scale {scale})")
+        other_machines = excluded[excluded["reason"].str.startswith("machine ", na=False)]
+        if len(other_machines):
+            warn(f"warning: {len(other_machines)} FINISHED runs on other machine kinds are left out (times compare "
+                 f"only within one kind; pick another with --machine): "
+                 + "; ".join(f"{count} on {kind}" for kind, count in
+                             other_machines["reason"].str.removeprefix("machine ").value_counts(sort=False).items()))
         if used.empty:
             present = sorted(set(excluded.loc[excluded["status"] == "FINISHED", "scale"].dropna()) - {scale})
             hint = f" (FINISHED runs exist at: {', '.join(present)}; pick one with --scale)" if present else ""
@@ -304,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
           "history.csv, excluded.csv and plots")
     for _, line in report.headline(table).iterrows():
         print(f"  {report.fmt(line['task'])}: {line['statement']}")
+    print("  per selection rule:")
+    for _, line in report.headline(table, per_sifter=True).iterrows():
+        print(f"    {report.fmt(line['task'])} {report.fmt(line['sifter'])}: {line['statement']}")
     return 0
 
 
