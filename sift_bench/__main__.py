@@ -66,6 +66,11 @@ def run_job(cfg: DictConfig) -> float | None:
         if done:
             print(f"sift_bench: skipped, run {done} already FINISHED with this config ({tracking.run_name(cfg)})")
             return None
+    if cfg.tracking.require_same_machine:
+        kinds = tracking.finished_machine_kinds(cfg.tracking.uri, experiment_id, cfg.task.name, cfg.scale.name)
+        error = tracking.other_machine_error(cfg, kinds, tracking.machine_tags()["machine.kind"])
+        if error:
+            fail(error)
 
     seed_everything(cfg.seed)
     device = torch.device(cfg.scale.device)

@@ -148,6 +148,32 @@ def find_finished_run(uri: str, experiment_id: str, fingerprint: str) -> str | N
     return runs[0].info.run_id if runs else None
 
 
+def finished_machine_kinds(uri: str, experiment_id: str, task: str, scale: str) -> dict[str, int]:
+    """How many FINISHED runs of this task and scale the store holds per machine kind."""
+    runs = MlflowClient(uri).search_runs(
+        [experiment_id], max_results=50_000,
+        filter_string=f"tags.task = '{task}' and tags.scale = '{scale}' and attributes.status = 'FINISHED'")
+    kinds: dict[str, int] = {}
+    for run in runs:
+        kind = run.data.tags.get("machine.kind", "untagged (logged before machine.kind existed)")
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return kinds
+
+
+def other_machine_error(cfg: DictConfig, kinds: dict[str, int], this_kind: str) -> str | None:
+    """Why this machine must not add runs to a store whose runs of the same task and scale came from another
+    machine kind (their training times cannot be compared), or None when it may."""
+    others = {kind: count for kind, count in kinds.items() if kind != this_kind}
+    if not others:
+        return None
+    held = "; ".join(f"{count} on '{kind}'" for kind, count in others.items())
+    return (f"tracking.require_same_machine=true: {cfg.tracking.uri} holds FINISHED {cfg.task.name} runs at "
+            f"scale={cfg.scale.name} from another machine kind ({held}), and this machine is '{this_kind}'. "
+            "Training times from different kinds cannot be compared in one table. Run it on a machine of that "
+            "kind, point tracking.uri (SIFT_BENCH_STORE for experiments/savings_table.sh) at another store, or set "
+            "tracking.require_same_machine=false")
+
+
 def run_tags(cfg: DictConfig, model_name: str, dataset_name: str, fingerprint: str) -> dict[str, str]:
     tags = {
         "task": cfg.task.name,

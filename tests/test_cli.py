@@ -9,7 +9,7 @@ import time
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import CONF_DIR, ROOT, run_cli
+from conftest import CONF_DIR, ROOT, compose_config, run_cli
 
 FINAL_METRICS = ("eval_accuracy", "train_time_s", "sift_time_s", "eval_time_s", "cost_usd", "pct_accepted",
                  "samples_seen", "samples_trained", "time_to_target_s")
@@ -161,3 +161,21 @@ def test_an_unreachable_hub_model_is_reported_with_the_offline_alternative(store
     assert "no-such-org/no-such-bert" in result.stderr and "task.model.source=package" in result.stderr
     assert "Traceback" not in result.stderr
     assert runs_in(store)[1] == []
+
+
+def test_a_table_store_refuses_a_second_machine_kind_per_task(store, tmp_path):
+    client = MlflowClient(store)
+    experiment_id = client.create_experiment("sift_bench")
+    for task in ("sst2_bert", "cifar10_resnet"):
+        run = client.create_run(experiment_id, tags={"task": task, "scale": "smoke", "machine.kind": "Other CPU, 2 cores"})
+        client.set_terminated(run.info.run_id, "FINISHED")
+    args = ["task=sst2_bert", "sifter=none", "scale=smoke", "trainer.epochs=1", f"tracking.uri={store}"]
+    refused = run_cli([*args, "tracking.require_same_machine=true"], tmp_path, timeout=120)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "tracking.require_same_machine=true" in refused.stderr and "1 on 'Other CPU, 2 cores'" in refused.stderr
+    assert len(runs_in(store)[1]) == 2  # refused before any run started
+    # Off by default (a single job compares nothing), and the table configs switch it on.
+    assert run_cli(args, tmp_path, timeout=300).returncode == 0
+    assert len(runs_in(store)[1]) == 3
+    for table in ("bert_table", "resnet_table"):
+        assert compose_config([f"+experiment={table}"]).tracking.require_same_machine is True

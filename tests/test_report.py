@@ -240,8 +240,22 @@ def test_a_table_holds_one_machine_kind_the_most_common_unless_chosen():
     assert row_of(report.build_table(used), "sst2_bert", RP3)["pct_time_savings"] == pytest.approx(30.0)
     used, excluded = report.split_runs(runs_frame(rows + slow), "cpu", machine="model 207 avx512_bf16")
     assert sorted(used["run_id"]) == ["slow-0", "slow-1"] and len(excluded) == 10
-    with pytest.raises(ValueError, match="must match exactly one machine kind among the FINISHED runs, matched 2"):
+    with pytest.raises(ValueError, match="must match one machine kind per task, matched 2"):
         report.split_runs(runs_frame(rows + slow), "cpu", machine="Xeon")
+    with pytest.raises(ValueError, match="matches no machine kind"):
+        report.split_runs(runs_frame(rows + slow), "cpu", machine="no such machine")
+
+
+def test_two_tasks_may_come_from_two_machine_kinds():
+    sst2 = [{**frame_row(SST2, *run), "tags.machine.kind": AMX} for run in SST2_RUNS]
+    cifar = [{**frame_row(CIFAR, sifter, seed, 3 * time_s, cost, accuracy, accepted), "tags.machine.kind": NO_AMX}
+             for sifter, seed, time_s, cost, accuracy, accepted in SST2_RUNS]
+    used, excluded = report.split_runs(runs_frame(sst2 + cifar), "cpu")
+    assert len(used) == 20 and excluded.empty
+    table = report.build_table(used)
+    assert row_of(table, "cifar10_resnet", RP3)["pct_time_savings"] == pytest.approx(30.0)  # within its own kind
+    used, excluded = report.split_runs(runs_frame(sst2 + cifar), "cpu", machine="amx")
+    assert set(used["tags.task"]) == {"sst2_bert"} and set(excluded["task"]) == {"cifar10_resnet"}
 
 
 def test_runs_without_a_machine_kind_tag_are_one_kind_by_cpu_and_cores():
@@ -434,7 +448,7 @@ def test_runs_of_another_machine_kind_are_left_out_and_named(empty_store_file, t
     assert table.loc[table["sifter"] == "relative_probabilistic", "pct_time_savings"].item() == pytest.approx(
         100 * (1 - 70.0 / 105.0))
     text = (out / "report.md").read_text()
-    assert f"Machine kind: `{AMX}`" in text and f"1 on `{NO_AMX}`" in text
+    assert f"sst2_bert: `{AMX}`" in text and f"1 on `{NO_AMX}`" in text
     assert main(["--tracking-uri", uri, "--out", str(tmp_path / "slow"), "--machine", "model 207 avx512"]) == 0
     assert pd.read_csv(tmp_path / "slow" / "table.csv")["train_time_s"].tolist() == [300.0]
     with pytest.raises(SystemExit) as exit_info:

@@ -78,23 +78,24 @@ def machine_kinds(runs: pd.DataFrame) -> pd.Series:
 
 
 def choose_machine(kinds: pd.Series, machine: str | None) -> str | None:
-    """The one machine kind a table is built from: the kind whose name contains `machine`, or else the kind
-    with the most runs (the first seen on a tie). None when there are no runs."""
+    """The one machine kind a task's rows are built from: the kind whose name contains `machine` (None when
+    none does), or else the kind with the most runs (the first seen on a tie). None when there are no runs."""
     present = list(kinds.drop_duplicates())
     if machine is not None:
         matches = [kind for kind in present if machine in kind]
-        if len(matches) != 1:
-            raise ValueError(f"--machine {machine!r} must match exactly one machine kind among the FINISHED runs, "
-                             f"matched {len(matches)}; the kinds are: {'; '.join(present) or 'none'}")
-        return matches[0]
+        if len(matches) > 1:
+            raise ValueError(f"--machine {machine!r} must match one machine kind per task, matched {len(matches)}: "
+                             + "; ".join(matches))
+        return matches[0] if matches else None
     return kinds.value_counts(sort=False).idxmax() if present else None
 
 
 def split_runs(runs: pd.DataFrame, scale: str, machine: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The FINISHED job runs of this scale and of one machine kind, and every other run with the reason it was
-    left out.
+    """The FINISHED job runs of this scale and, per task, of one machine kind, and every other run with the
+    reason it was left out.
 
-    Savings compare training times, so a table holds runs of one machine kind only (see `choose_machine`).
+    Savings compare training times within a task, so each task's rows come from one machine kind
+    (see `choose_machine`); two tasks may come from two kinds.
     A rerun of an identical config and seed (same config_hash) counts once: the latest FINISHED one.
     """
     scales = _tag_or_param(runs, "scale", "scale.name")
@@ -105,8 +106,14 @@ def split_runs(runs: pd.DataFrame, scale: str, machine: str | None = None) -> tu
     unfinished = reason.isna() & (column(runs, "status") != "FINISHED")
     reason[unfinished] = "status " + column(runs, "status")[unfinished].fillna("unknown")
     kinds = machine_kinds(runs)
-    chosen = choose_machine(kinds[reason.isna()], machine)
-    other_machine = reason.isna() & (kinds != chosen)
+    tasks = _tag_or_param(runs, "task", "task.name").fillna("unknown task")
+    eligible = reason.isna()
+    chosen = {task: choose_machine(kinds[eligible & (tasks == task)], machine)
+              for task in tasks[eligible].drop_duplicates()}
+    if machine is not None and chosen and all(kind is None for kind in chosen.values()):
+        raise ValueError(f"--machine {machine!r} matches no machine kind of the FINISHED runs; the kinds are: "
+                         + "; ".join(kinds[eligible].drop_duplicates()))
+    other_machine = eligible & (kinds != tasks.map(chosen))
     reason[other_machine] = "machine " + kinds[other_machine]
 
     candidates = runs[reason.isna()]
@@ -521,9 +528,11 @@ def render_report(*, table: pd.DataFrame, used: pd.DataFrame, excluded: pd.DataF
         + f"; other scales {len(other_scales)}" + (f" ({scale_counts})" if scale_counts else "")
         + f"; reruns of an identical config and seed {len(reruns)} (the latest kept); sweep parents {len(parents)}"
         + f"; other machine kinds {len(other_machines)}.",
-        f"- Machine kind: `{first_present(machine_kinds(used))}`. Savings compare training times, so a table "
-        "holds the runs of one machine kind (CPU model and the flags that pick its kernels, cores, GPU); "
-        "`--machine` picks another." + (" Runs of other kinds:" if len(other_machines) else ""),
+        "- Machine kind per task: savings compare training times, so each task's rows come from one machine kind "
+        "(CPU model and the flags that pick its kernels, cores, GPU); `--machine` picks another.",
+        *[f"  - {fmt(task)}: `{kind}`" for task, kind in
+          pd.DataFrame({"task": column(used, "tags.task"), "kind": machine_kinds(used)}).drop_duplicates().values],
+        *([f"- Left out as runs of other machine kinds:"] if len(other_machines) else []),
         *[f"  - {count} on `{kind}`" for kind, count in
           other_machines["reason"].str.removeprefix("machine ").value_counts(sort=False).items()],
         *[f"- Machine: {line}" for line in machines(used)],
