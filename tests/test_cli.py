@@ -1,15 +1,17 @@
 """The real entry point, `python -m sift_bench`, end to end into a temporary sqlite store."""
 
 import math
+import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import CONF_DIR, ROOT, compose_config, run_cli
+from conftest import CONF_DIR, ROOT, compose_config, offline_data_dir, run_cli
 
 FINAL_METRICS = ("eval_accuracy", "train_time_s", "sift_time_s", "eval_time_s", "cost_usd", "pct_accepted",
                  "samples_seen", "samples_trained", "time_to_target_s")
@@ -179,3 +181,24 @@ def test_a_table_store_refuses_a_second_machine_kind_per_task(store, tmp_path):
     assert len(runs_in(store)[1]) == 3
     for table in ("bert_table", "resnet_table"):
         assert compose_config([f"+experiment={table}"]).tracking.require_same_machine is True
+
+
+def test_the_table_script_goes_on_to_the_next_sweep_when_one_is_refused(store, tmp_path):
+    # The store's CIFAR runs came from another machine kind: the ResNet sweep is refused, the BERT sweep runs.
+    client = MlflowClient(store)
+    run = client.create_run(client.create_experiment("sift_bench"),
+                            tags={"task": "cifar10_resnet", "scale": "smoke", "machine.kind": "Other CPU, 2 cores"})
+    client.set_terminated(run.info.run_id, "FINISHED")
+    out = tmp_path / "results"
+    env = {**os.environ, "SIFT_BENCH_STORE": store, "SIFT_BENCH_OUT": str(out),
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",  # the script calls `python`
+           "SIFT_BENCH_CACHE_DIR": str(ROOT / ".cache" / "sift_bench"), "SIFT_BENCH_DATA_DIR": str(offline_data_dir())}
+    result = subprocess.run(["bash", str(ROOT / "experiments" / "savings_table.sh"), "smoke", "hydra.sweeper.params.seed=0",
+                             f"hydra.sweep.dir={tmp_path}/multirun"], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=900)
+    assert result.returncode != 0  # a refused sweep is not a clean table
+    assert "sweep resnet_table stopped" in result.stderr and "require_same_machine" in result.stderr
+    children = [r for r in runs_in(store)[1] if "mlflow.parentRunId" in r.data.tags]
+    assert children and {r.data.tags["task"] for r in children} == {"sst2_bert"}
+    assert all(r.info.status == "FINISHED" for r in children)
+    assert (out / "report.md").is_file()
