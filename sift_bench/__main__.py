@@ -66,9 +66,15 @@ def run_job(cfg: DictConfig) -> float | None:
         if done:
             print(f"sift_bench: skipped, run {done} already FINISHED with this config ({tracking.run_name(cfg)})")
             return None
+    this_kind = tracking.machine_tags()["machine.kind"]
+    required = cfg.tracking.require_machine
+    if required and required not in this_kind:
+        fail(f"tracking.require_machine={required!r}: this machine's kind is '{this_kind}', which does not contain "
+             "it. This table is sized for machines that do (see README.md, 'One machine kind per task'); set "
+             "tracking.require_machine=null to run here anyway")
     if cfg.tracking.require_same_machine:
         kinds = tracking.finished_machine_kinds(cfg.tracking.uri, experiment_id, cfg.task.name, cfg.scale.name)
-        error = tracking.other_machine_error(cfg, kinds, tracking.machine_tags()["machine.kind"])
+        error = tracking.other_machine_error(cfg, kinds, this_kind)
         if error:
             fail(error)
 

@@ -202,3 +202,15 @@ def test_the_table_script_goes_on_to_the_next_sweep_when_one_is_refused(store, t
     assert children and {r.data.tags["task"] for r in children} == {"sst2_bert"}
     assert all(r.info.status == "FINISHED" for r in children)
     assert (out / "report.md").is_file()
+
+
+def test_a_job_refuses_a_machine_kind_that_lacks_the_required_text(store, tmp_path):
+    refused = run_cli(["task=sst2_bert", "scale=smoke", "tracking.require_machine=no_such_cpu_flag", f"tracking.uri={store}"],
+                      tmp_path, timeout=120)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "tracking.require_machine='no_such_cpu_flag'" in refused.stderr and "cores" in refused.stderr
+    assert runs_in(store)[1] == []
+    # The cpu ResNet table is sized for AMX machines; the BERT table and other scales take any machine.
+    assert compose_config(["+experiment=resnet_table", "scale=cpu"]).tracking.require_machine == "amx_bf16"
+    assert compose_config(["+experiment=bert_table", "scale=cpu"]).tracking.require_machine is None
+    assert compose_config(["+experiment=resnet_table", "scale=smoke"]).tracking.require_machine is None

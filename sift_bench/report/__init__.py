@@ -532,7 +532,7 @@ def render_report(*, table: pd.DataFrame, used: pd.DataFrame, excluded: pd.DataF
         "(CPU model and the flags that pick its kernels, cores, GPU); `--machine` picks another.",
         *[f"  - {fmt(task)}: `{kind}`" for task, kind in
           pd.DataFrame({"task": column(used, "tags.task"), "kind": machine_kinds(used)}).drop_duplicates().values],
-        *([f"- Left out as runs of other machine kinds:"] if len(other_machines) else []),
+        *(["- Left out as runs of other machine kinds:"] if len(other_machines) else []),
         *[f"  - {count} on `{kind}`" for kind, count in
           other_machines["reason"].str.removeprefix("machine ").value_counts(sort=False).items()],
         *[f"- Machine: {line}" for line in machines(used)],
