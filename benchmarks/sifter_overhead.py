@@ -20,6 +20,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from machine_speed import step_seconds  # this folder is on sys.path when a benchmark runs as a script
 from sift_bench.models.resnet import build_resnet
 
 from sift_bench.sifting import (
@@ -71,19 +72,7 @@ def make_batches(batch_size: int, n: int) -> list[tuple[torch.Tensor, torch.Tens
 
 def train_step_seconds(batches, steps: int, warmup: int) -> float:
     model = build_resnet("resnet20").to(memory_format=torch.channels_last).train()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True)
-    times = []
-    for step in range(warmup + steps):
-        images, labels = batches[step % len(batches)]
-        started = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = F.cross_entropy(model(images), labels)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        if step >= warmup:
-            times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    return step_seconds(model, batches[0], lambda m, b: F.cross_entropy(m(b[0]), b[1]), "bf16", steps, warmup)
 
 
 def iterate(iterable) -> tuple[float, int]:
