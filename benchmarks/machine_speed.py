@@ -6,7 +6,7 @@ Prints the `machine.kind` tag a run on this machine gets, then the median time o
 (forward, backward, optimizer step) of the cpu scale's models in each precision, and the bf16 / fp32 ratio:
 - ResNet-20, batch 256 of 3x32x32 images, channels_last or not;
 - the offline MiniLM-L6 BERT, batch 32 of 32 tokens.
-Training times of two runs compare only on one machine kind (see README.md, "One machine kind per task"):
+Training times of two runs compare only on one machine kind (see README.md, "Machine kinds"):
 run this at the start of a sitting to know which kind it is on before adding to a table.
 """
 

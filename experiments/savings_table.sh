@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Regenerates results/<SCALE>/: both table sweeps, then the report.
 #   bash experiments/savings_table.sh cpu
-# The store is results/<SCALE>/mlflow.db (override with SIFT_BENCH_STORE; the report folder with SIFT_BENCH_OUT). Sweeps skip jobs that
-# already FINISHED there, so an interrupted table resumes where it stopped. A sweep whose task already has
-# runs from another machine kind in the store is refused before it trains (tracking.require_same_machine);
-# the other sweep still runs, so a sitting on either kind of machine adds to the task that kind holds.
+#   bash experiments/savings_table.sh cpu tracking.start_before=2026-12-03T09:30   # a sitting that must end
+# The store is results/<SCALE>/mlflow.db (override with SIFT_BENCH_STORE; the report folder with SIFT_BENCH_OUT).
+# Sweeps skip jobs that already FINISHED there, so an interrupted table resumes where it stopped, on this machine
+# or another kind: there the baseline is timed again first (tracking.baseline_per_machine), since the report
+# measures each run's savings against the baseline of its own machine kind. Extra arguments go to both sweeps;
+# with tracking.start_before no job starts after that time, so a sitting ends between jobs.
+# A sweep that fails does not stop the other one or the report; the exit status says it failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scale="${1:?usage: experiments/savings_table.sh SCALE   (smoke | cpu | gpu)}"

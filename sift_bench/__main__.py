@@ -4,6 +4,7 @@ import math
 import random
 import signal
 import sys
+from datetime import datetime
 
 import hydra
 import mlflow
@@ -15,7 +16,7 @@ from sift_bench import tracking
 from sift_bench.data import DataNotFoundError
 from sift_bench.tasks import build_task
 from sift_bench.train import train
-from sift_bench.validation import ConfigError, validate
+from sift_bench.validation import ConfigError, start_deadline, validate
 
 
 def seed_everything(seed: int) -> None:
@@ -59,18 +60,32 @@ def run_job(cfg: DictConfig) -> float | None:
     if cfg.trainer.num_threads:
         torch.set_num_threads(cfg.trainer.num_threads)
 
+    deadline = start_deadline(cfg.tracking.start_before)
+    if deadline is not None and datetime.now(deadline.tzinfo) >= deadline:
+        # A sitting ends between jobs, not in the middle of one that would be lost (marked KILLED).
+        print(f"sift_bench: skipped, tracking.start_before={cfg.tracking.start_before} has passed "
+              f"({tracking.run_name(cfg)})")
+        return None
     experiment_id = tracking.use_store(cfg.tracking.uri, cfg.tracking.experiment_name)
     fingerprint = tracking.config_hash(cfg)
+    this_kind = tracking.machine_tags()["machine.kind"]
     if cfg.tracking.skip_finished:
         done = tracking.find_finished_run(cfg.tracking.uri, experiment_id, fingerprint)
-        if done:
+        if done and cfg.sifter.name == "none" and cfg.tracking.baseline_per_machine and not \
+                tracking.has_finished_baseline(cfg.tracking.uri, experiment_id, cfg.task.name, cfg.scale.name,
+                                               this_kind):
+            # Savings pair each run with the baseline of its own machine kind (sift_bench.report), so the
+            # first sitting on a new kind times the baseline again before adding sifted runs.
+            print(f"sift_bench: run {done} already FINISHED with this config on another machine kind, and this "
+                  f"kind ('{this_kind}') has no {cfg.task.name} baseline at scale={cfg.scale.name} yet: running it "
+                  "(tracking.baseline_per_machine=true)")
+        elif done:
             print(f"sift_bench: skipped, run {done} already FINISHED with this config ({tracking.run_name(cfg)})")
             return None
-    this_kind = tracking.machine_tags()["machine.kind"]
     required = cfg.tracking.require_machine
     if required and required not in this_kind:
         fail(f"tracking.require_machine={required!r}: this machine's kind is '{this_kind}', which does not contain "
-             "it. This table is sized for machines that do (see README.md, 'One machine kind per task'); set "
+             "it (see README.md, 'Machine kinds'); set "
              "tracking.require_machine=null to run here anyway")
     if cfg.tracking.require_same_machine:
         kinds = tracking.finished_machine_kinds(cfg.tracking.uri, experiment_id, cfg.task.name, cfg.scale.name)

@@ -1,6 +1,7 @@
 """Checks that run before any data or model is loaded, so bad input fails in a second, not an hour in."""
 
 import math
+from datetime import datetime
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -53,9 +54,23 @@ def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def start_deadline(value) -> datetime | None:
+    """`tracking.start_before` as a time: ISO 8601, local time unless it names a zone; None when unset."""
+    if value is None:
+        return None
+    try:
+        deadline = datetime.fromisoformat(str(value))
+    except ValueError:
+        deadline = None
+    _require(deadline is not None, "tracking.start_before", value,
+             "null or an ISO 8601 time such as 2026-12-03T09:30 (local time) or 2026-12-03T09:30+00:00")
+    return deadline
+
+
 def validate(cfg: DictConfig):
     """Validate the whole job config; returns the sift config (None for the baseline)."""
     sift_config = build_sift_config(cfg.sifter)
+    start_deadline(cfg.tracking.start_before)
     trainer = cfg.trainer
     _require(_is_int(cfg.seed) and cfg.seed >= 0, "seed", cfg.seed, "an integer >= 0")
     _require(_is_int(trainer.epochs) and trainer.epochs >= 1, "trainer.epochs", trainer.epochs, "an integer >= 1")

@@ -77,6 +77,7 @@ def test_random_control_never_scores(store, tmp_path):
     (["trainer.epochs=0"], "trainer.epochs"),
     (["trainer.eval_every_epochs=0"], "trainer.eval_every_epochs"),
     (["trainer.eval_every_epochs=2", "trainer.evals_per_epoch=4"], "trainer.eval_every_epochs"),
+    (["tracking.start_before=tomorrow"], "tracking.start_before='tomorrow'"),
 ])
 def test_bad_values_fail_fast_with_a_clear_message(overrides, message, store, tmp_path):
     result = run_cli([*overrides, f"tracking.uri={store}"], tmp_path, timeout=60)
@@ -176,11 +177,42 @@ def test_a_table_store_refuses_a_second_machine_kind_per_task(store, tmp_path):
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "tracking.require_same_machine=true" in refused.stderr and "1 on 'Other CPU, 2 cores'" in refused.stderr
     assert len(runs_in(store)[1]) == 2  # refused before any run started
-    # Off by default (a single job compares nothing), and the table configs switch it on.
+    # Off by default and in the table sweeps, whose savings pair each run with its own kind's baseline.
     assert run_cli(args, tmp_path, timeout=300).returncode == 0
     assert len(runs_in(store)[1]) == 3
     for table in ("bert_table", "resnet_table"):
-        assert compose_config([f"+experiment={table}"]).tracking.require_same_machine is True
+        assert compose_config([f"+experiment={table}"]).tracking.require_same_machine is False
+
+
+def test_resume_times_the_baseline_again_on_a_machine_kind_that_has_none(store, tmp_path):
+    args = ["task=sst2_bert", "sifter=none", "scale=smoke", "trainer.epochs=1", "tracking.skip_finished=true",
+            f"tracking.uri={store}"]
+    assert run_cli(args, tmp_path).returncode == 0
+    client, runs = runs_in(store)
+    this_kind = runs[0].data.tags["machine.kind"]
+    client.set_tag(runs[0].info.run_id, "machine.kind", "Other CPU, 2 cores")  # as if timed in another sitting
+    skipped = run_cli(args, tmp_path, timeout=120)  # baseline_per_machine is off by default: plain resume
+    assert skipped.returncode == 0 and "skipped, run" in skipped.stdout and len(runs_in(store)[1]) == 1
+    again = run_cli([*args, "tracking.baseline_per_machine=true"], tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "has no sst2_bert baseline at scale=smoke yet: running it" in again.stdout
+    runs = runs_in(store)[1]
+    assert sorted(r.data.tags["machine.kind"] for r in runs) == sorted(["Other CPU, 2 cores", this_kind])
+    assert len({r.data.tags["config_hash"] for r in runs}) == 1 and all(r.info.status == "FINISHED" for r in runs)
+    # Now this kind has its baseline: the next resume skips it, and sifted jobs never rerun for a kind.
+    third = run_cli([*args, "tracking.baseline_per_machine=true"], tmp_path, timeout=120)
+    assert "skipped, run" in third.stdout and len(runs_in(store)[1]) == 2
+    for table in ("bert_table", "resnet_table"):
+        config = compose_config([f"+experiment={table}"])
+        assert config.tracking.baseline_per_machine is True and config.tracking.skip_finished is True
+
+
+def test_a_job_after_start_before_is_skipped_before_anything_loads(store, tmp_path):
+    result = run_cli(["-m", "task=sst2_bert", "scale=smoke", "seed=0,1", "tracking.start_before=2000-01-01T00:00",
+                      f"tracking.uri={store}"], tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("skipped, tracking.start_before=2000-01-01T00:00 has passed") == 2
+    assert [r for r in runs_in(store)[1] if r.data.tags.get("run_kind") != "sweep"] == []
 
 
 def test_the_table_script_goes_on_to_the_next_sweep_when_one_is_refused(store, tmp_path):
@@ -194,8 +226,8 @@ def test_the_table_script_goes_on_to_the_next_sweep_when_one_is_refused(store, t
            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",  # the script calls `python`
            "SIFT_BENCH_CACHE_DIR": str(ROOT / ".cache" / "sift_bench"), "SIFT_BENCH_DATA_DIR": str(offline_data_dir())}
     result = subprocess.run(["bash", str(ROOT / "experiments" / "savings_table.sh"), "smoke", "hydra.sweeper.params.seed=0",
-                             f"hydra.sweep.dir={tmp_path}/multirun"], cwd=ROOT, env=env, capture_output=True, text=True,
-                            timeout=900)
+                             "tracking.require_same_machine=true", f"hydra.sweep.dir={tmp_path}/multirun"], cwd=ROOT,
+                            env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode != 0  # a refused sweep is not a clean table
     assert "sweep resnet_table stopped" in result.stderr and "require_same_machine" in result.stderr
     children = [r for r in runs_in(store)[1] if "mlflow.parentRunId" in r.data.tags]
@@ -210,7 +242,6 @@ def test_a_job_refuses_a_machine_kind_that_lacks_the_required_text(store, tmp_pa
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "tracking.require_machine='no_such_cpu_flag'" in refused.stderr and "cores" in refused.stderr
     assert runs_in(store)[1] == []
-    # The cpu ResNet table is sized for AMX machines; the BERT table and other scales take any machine.
-    assert compose_config(["+experiment=resnet_table", "scale=cpu"]).tracking.require_machine == "amx_bf16"
-    assert compose_config(["+experiment=bert_table", "scale=cpu"]).tracking.require_machine is None
-    assert compose_config(["+experiment=resnet_table", "scale=smoke"]).tracking.require_machine is None
+    # The table sweeps take any machine: their savings pair runs within a kind.
+    for table in ("resnet_table", "bert_table"):
+        assert compose_config([f"+experiment={table}", "scale=cpu"]).tracking.require_machine is None

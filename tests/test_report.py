@@ -227,14 +227,68 @@ AMX = "Intel(R) Xeon(R) Processor, 2 cores, family 6 model 207 amx_bf16 amx_tile
 NO_AMX = "Intel(R) Xeon(R) Processor, 2 cores, family 6 model 207 avx512_bf16 avx512f"
 
 
-def test_a_table_holds_one_machine_kind_the_most_common_unless_chosen():
+ZEN5 = "AMD EPYC, 2 cores, family 26 model 2 avx512_bf16 avx512_vnni avx512f avx2"
+
+
+def test_savings_pair_each_run_with_the_baseline_of_its_own_machine_kind():
     rows = [frame_row(SST2, *run) for run in SST2_RUNS]
     for row in rows:
-        row["tags.machine.kind"] = AMX
-    # The same baseline on a machine without AMX: three times slower, and it must not enter AMX's savings.
+        row.update({"tags.machine.kind": AMX, "tags.config_hash": row["run_id"]})
+    # A later sitting on a machine three times slower times the seed-0 baseline again (same config hash) and adds
+    # beta=3 for seed 2: 150 s against its own 300 s baseline is 50 % saved, though 150 s is more than AMX's 105 s.
+    slow = [{**frame_row(SST2, NONE, 0, 300.0, 0.3, 81.0, 100.0), "run_id": "slow-base-0",
+             "tags.config_hash": rows[0]["run_id"], "tags.machine.kind": NO_AMX},
+            {**frame_row(SST2, RP3, 2, 150.0, 0.15, 82.0, 27.0), "run_id": "slow-rp3-2", "tags.machine.kind": NO_AMX}]
+    used, excluded = report.split_runs(runs_frame(rows + slow), "cpu")
+    assert len(used) == 12 and excluded.empty  # the same config and seed on two kinds: both count
+    table = report.build_table(used)
+    beta3 = row_of(table, "sst2_bert", RP3)
+    savings = [100 * (1 - 70 / 105), 100 * (1 - 77 / 105), 50.0]
+    assert beta3["pct_time_savings"] == pytest.approx(sum(savings) / 3)
+    assert beta3["pct_time_savings_std"] == pytest.approx(pd.Series(savings).std())
+    assert beta3["pct_cost_savings"] == pytest.approx(sum(savings) / 3)
+    assert beta3["n_seeds"] == 3 and beta3["n_runs"] == 3 and beta3["n_machine_kinds"] == 2
+    assert beta3["accuracy"] == pytest.approx((81.0 + 81.4 + 82.0) / 3)
+    base = row_of(table, "sst2_bert", NONE)
+    # Seed 0 was timed on both kinds: one seed (the mean of its two accuracies), two runs.
+    assert base["n_seeds"] == 2 and base["n_runs"] == 3 and base["seeds"] == "0 1"
+    assert base["accuracy"] == pytest.approx(((80.0 + 81.0) / 2 + 82.0) / 2)
+    assert base["pct_time_savings"] == pytest.approx(0.0)  # each kind's baseline against its own mean
+    assert row_of(table, "sst2_bert", KEEP25)["pct_time_savings"] == pytest.approx(40.0)  # AMX alone: unchanged
+    assert report.runs_without_baseline(used) == {}
+
+    # A third kind with no baseline of its own: no savings for its run, but its accuracy still counts.
+    lone = {**frame_row(SST2, RP3, 3, 10.0, 0.01, 83.0, 27.0), "run_id": "zen5-rp3-3", "tags.machine.kind": ZEN5}
+    used, _ = report.split_runs(runs_frame(rows + slow + [lone]), "cpu")
+    beta3 = row_of(report.build_table(used), "sst2_bert", RP3)
+    assert beta3["pct_time_savings"] == pytest.approx(sum(savings) / 3) and beta3["n_seeds"] == 4
+    assert beta3["accuracy"] == pytest.approx((81.0 + 81.4 + 82.0 + 83.0) / 4)
+    assert report.runs_without_baseline(used) == {"zen5-rp3-3": ZEN5}
+
+
+def test_a_rerun_on_the_same_machine_kind_counts_once():
+    rows = [{**frame_row(SST2, NONE, 0, 100.0, 0.1, 80.0, 100.0), "tags.config_hash": "h0", "tags.machine.kind": AMX},
+            {**frame_row(SST2, NONE, 0, 104.0, 0.1, 80.5, 100.0), "run_id": "again", "tags.config_hash": "h0",
+             "start_time": "2026-01-02 00:00:00+00:00", "tags.machine.kind": AMX}]
+    used, excluded = report.split_runs(runs_frame(rows), "cpu")
+    assert list(used["run_id"]) == ["again"] and excluded["reason"].tolist() == ["rerun: same config_hash as again"]
+
+
+def test_task_keeps_only_the_tasks_asked_for():
+    rows = [frame_row(SST2, *run) for run in SST2_RUNS] + [frame_row(CIFAR, NONE, 0, 500.0, 0.5, 86.0, 100.0),
+                                                           frame_row(CIFAR, RP3, 0, 1.0, 0.0, 1.0, 1.0, status="KILLED")]
+    used, excluded = report.split_runs(runs_frame(rows), "cpu", tasks_wanted=["sst2_bert"])
+    assert set(used["tags.task"]) == {"sst2_bert"} and len(used) == 10
+    # The other task's runs are left out as such, its unfinished ones too (they are not this report's business).
+    assert excluded["reason"].tolist() == ["task cifar10_resnet", "task cifar10_resnet"]
+    assert len(report.split_runs(runs_frame(rows), "cpu")[0]) == 11
+
+
+def test_machine_picks_one_kind_per_task():
+    rows = [{**frame_row(SST2, *run), "tags.machine.kind": AMX} for run in SST2_RUNS]
     slow = [{**frame_row(SST2, NONE, seed, 300.0, 0.3, 80.0, 100.0), "run_id": f"slow-{seed}",
              "tags.machine.kind": NO_AMX} for seed in (0, 1)]
-    used, excluded = report.split_runs(runs_frame(rows + slow), "cpu")
+    used, excluded = report.split_runs(runs_frame(rows + slow), "cpu", machine="amx_bf16")
     assert len(used) == 10 and set(report.machine_kinds(used)) == {AMX}
     assert set(excluded.set_index("run_id").loc[["slow-0", "slow-1"], "reason"]) == {f"machine {NO_AMX}"}
     assert row_of(report.build_table(used), "sst2_bert", RP3)["pct_time_savings"] == pytest.approx(30.0)
@@ -433,24 +487,36 @@ def test_only_the_chosen_scale_goes_in(full_store, tmp_path, capsys):
     assert "ignored 14 runs of other scales" in capsys.readouterr().err  # 11 used at cpu + 3 not FINISHED
 
 
-def test_runs_of_another_machine_kind_are_left_out_and_named(empty_store_file, tmp_path, capsys):
+def test_runs_of_two_machine_kinds_share_a_table_and_machine_picks_one(empty_store_file, tmp_path, capsys):
     uri, client, experiment_id = new_store(empty_store_file, tmp_path / "store")
     log = Logger(client, experiment_id)
     for seed, time_s in ((0, 100.0), (1, 110.0)):
-        log.run(SST2, NONE, seed, final_metrics(time_s, 0.1, 80.0, 100.0), tags={"machine.kind": AMX})
-        log.run(SST2, RP3, seed, final_metrics(70.0, 0.07, 80.0, 25.0), tags={"machine.kind": AMX})
-    log.run(SST2, NONE, 2, final_metrics(300.0, 0.3, 80.0, 100.0), tags={"machine.kind": NO_AMX})
+        log.run(SST2, NONE, seed, final_metrics(time_s, 0.1, 80.0, 100.0), tags={"machine.kind": AMX},
+                history=history_of(time_s, 80.0, 100.0))
+        log.run(SST2, RP3, seed, final_metrics(70.0, 0.07, 80.0, 25.0), tags={"machine.kind": AMX},
+                history=history_of(70.0, 80.0, 25.0))
+    log.run(SST2, NONE, 2, final_metrics(300.0, 0.3, 80.0, 100.0), tags={"machine.kind": NO_AMX},
+            history=history_of(300.0, 80.0, 100.0))
+    log.run(SST2, RP3, 2, final_metrics(240.0, 0.24, 80.0, 25.0), tags={"machine.kind": NO_AMX},
+            history=history_of(240.0, 80.0, 25.0))
     out = tmp_path / "out"
     assert main(["--tracking-uri", uri, "--out", str(out)]) == 0
-    assert "1 FINISHED runs on other machine kinds are left out" in capsys.readouterr().err
     table = pd.read_csv(out / "table.csv")
-    assert table.loc[table["sifter"] == "none", "n_seeds"].item() == 2
-    assert table.loc[table["sifter"] == "relative_probabilistic", "pct_time_savings"].item() == pytest.approx(
-        100 * (1 - 70.0 / 105.0))
+    base, beta3 = table.iloc[0], table.iloc[1]
+    assert base["n_seeds"] == 3 and beta3["n_machine_kinds"] == 2
+    assert beta3["pct_time_savings"] == pytest.approx((2 * 100 * (1 - 70.0 / 105.0) + 20.0) / 3)
     text = (out / "report.md").read_text()
-    assert f"sst2_bert: `{AMX}`" in text and f"1 on `{NO_AMX}`" in text
+    assert f"sst2_bert: 4 runs on `{AMX}`" in text and f"sst2_bert: 2 runs on `{NO_AMX}`" in text
+    assert f"sst2_bert on `{AMX}`" in text  # the time plot draws one kind's seconds, and says which
     assert main(["--tracking-uri", uri, "--out", str(tmp_path / "slow"), "--machine", "model 207 avx512"]) == 0
-    assert pd.read_csv(tmp_path / "slow" / "table.csv")["train_time_s"].tolist() == [300.0]
+    assert "4 FINISHED runs on machine kinds other than --machine 'model 207 avx512'" in capsys.readouterr().err
+    assert pd.read_csv(tmp_path / "slow" / "table.csv")["train_time_s"].tolist() == [300.0, 240.0]
+    log.run(CIFAR, NONE, 0, final_metrics(500.0, 0.5, 86.0, 100.0), tags={"machine.kind": AMX})
+    assert main(["--tracking-uri", uri, "--out", str(tmp_path / "sst2"), "--task", "sst2_bert"]) == 0
+    assert set(pd.read_csv(tmp_path / "sst2" / "table.csv")["task"]) == {"sst2_bert"}
+    text = (tmp_path / "sst2" / "report.md").read_text()
+    assert "runs of tasks not asked for with `--task` 1 (cifar10_resnet: 1)" in text
+    assert "--task sst2_bert" in text  # the command that made it
     with pytest.raises(SystemExit) as exit_info:
         main(["--tracking-uri", uri, "--out", str(tmp_path / "none"), "--machine", "no such machine"])
     assert exit_info.value.code == 2 and "--machine 'no such machine'" in capsys.readouterr().err

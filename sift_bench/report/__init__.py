@@ -23,9 +23,10 @@ NEEDED_METRICS = ("eval_accuracy", "train_time_s", "cost_usd", "pct_accepted")
 HISTORY_METRICS = ("train_loss", "eval_accuracy", "pct_accepted", "epoch", "train_time_s", "samples_seen",
                    "samples_trained", "lr_multiplier")
 EXCLUDED_COLUMNS = ("run_id", "run_name", "status", "scale", "task", "sifter", "seed", "reason")
-TABLE_STATS = ("n_seeds", "seeds", "pct_accepted", "pct_accepted_std", "pct_time_savings", "pct_cost_savings",
-               "accuracy", "accuracy_std", "accuracy_baseline", "accuracy_delta", "time_to_target_s",
-               "n_reached_target", "train_time_s", "train_time_std", "sift_time_s", "cost_usd", "run_ids")
+TABLE_STATS = ("n_seeds", "seeds", "pct_accepted", "pct_accepted_std", "pct_time_savings",
+               "pct_time_savings_std", "pct_cost_savings", "accuracy", "accuracy_std", "accuracy_baseline",
+               "accuracy_delta", "time_to_target_s", "n_reached_target", "train_time_s", "train_time_std",
+               "sift_time_s", "cost_usd", "n_runs", "n_machine_kinds", "run_ids")
 # Params that differ between runs of one task without changing what is compared: the sifter is the
 # configuration, the seed is what is averaged over, the rest only says where files go or how progress shows.
 NOT_COMPARED_PREFIXES = ("params.sifter.", *(f"params.{group}." for group in NOT_HASHED))
@@ -90,40 +91,50 @@ def choose_machine(kinds: pd.Series, machine: str | None) -> str | None:
     return kinds.value_counts(sort=False).idxmax() if present else None
 
 
-def split_runs(runs: pd.DataFrame, scale: str, machine: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The FINISHED job runs of this scale and, per task, of one machine kind, and every other run with the
-    reason it was left out.
+def split_runs(runs: pd.DataFrame, scale: str, machine: str | None = None,
+               tasks_wanted: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The FINISHED job runs of this scale, and every other run with the reason it was left out.
 
-    Savings compare training times within a task, so each task's rows come from one machine kind
-    (see `choose_machine`); two tasks may come from two kinds.
-    A rerun of an identical config and seed (same config_hash) counts once: the latest FINISHED one.
+    Every machine kind goes in: `build_table` measures each run's savings against the baseline of its own kind,
+    so a table can grow across sittings on different machines. With `machine`, only the kind (one per task,
+    see `choose_machine`) whose name contains it goes in.
+    A rerun of an identical config and seed (same config_hash) on the same machine kind counts once: the latest
+    FINISHED one. On two kinds both count (the same baseline timed on each kind is what pairs their savings).
+    With `tasks_wanted`, the runs of other tasks are left out (a task whose table is still being run).
     """
     scales = _tag_or_param(runs, "scale", "scale.name")
+    tasks = _tag_or_param(runs, "task", "task.name").fillna("unknown task")
     reason = pd.Series(np.nan, index=runs.index, dtype=object)
     reason[column(runs, "tags.run_kind") == "sweep"] = "sweep parent"
     other_scale = reason.isna() & (scales != scale)
     reason[other_scale] = "scale " + scales[other_scale].fillna("unknown")
+    if tasks_wanted is not None:
+        other_task = reason.isna() & ~tasks.isin(tasks_wanted)
+        reason[other_task] = "task " + tasks[other_task]
     unfinished = reason.isna() & (column(runs, "status") != "FINISHED")
     reason[unfinished] = "status " + column(runs, "status")[unfinished].fillna("unknown")
     kinds = machine_kinds(runs)
-    tasks = _tag_or_param(runs, "task", "task.name").fillna("unknown task")
     eligible = reason.isna()
-    chosen = {task: choose_machine(kinds[eligible & (tasks == task)], machine)
-              for task in tasks[eligible].drop_duplicates()}
-    if machine is not None and chosen and all(kind is None for kind in chosen.values()):
-        raise ValueError(f"--machine {machine!r} matches no machine kind of the FINISHED runs; the kinds are: "
-                         + "; ".join(kinds[eligible].drop_duplicates()))
-    other_machine = eligible & (kinds != tasks.map(chosen))
-    reason[other_machine] = "machine " + kinds[other_machine]
+    if machine is not None:
+        chosen = {task: choose_machine(kinds[eligible & (tasks == task)], machine)
+                  for task in tasks[eligible].drop_duplicates()}
+        if chosen and all(kind is None for kind in chosen.values()):
+            raise ValueError(f"--machine {machine!r} matches no machine kind of the FINISHED runs; the kinds are: "
+                             + "; ".join(kinds[eligible].drop_duplicates()))
+        other_machine = eligible & (kinds != tasks.map(chosen))
+        reason[other_machine] = "machine " + kinds[other_machine]
 
     candidates = runs[reason.isna()]
     if "start_time" in candidates:
         candidates = candidates.sort_values("start_time", kind="stable")
+    # One run per config and seed per machine kind: the config hash leaves the machine out.
     hashes = column(candidates, "tags.config_hash")
-    latest = candidates[hashes.notna()].groupby(hashes[hashes.notna()], sort=False)["run_id"].last()
-    for index, config_hash in hashes.items():
-        if pd.notna(config_hash) and latest[config_hash] != candidates.at[index, "run_id"]:
-            reason[index] = f"rerun: same config_hash as {latest[config_hash]}"
+    identity = hashes + " on " + kinds[candidates.index]
+    known = identity.notna()
+    latest = candidates[known].groupby(identity[known], sort=False)["run_id"].last()
+    for index, key in identity.items():
+        if pd.notna(key) and latest[key] != candidates.at[index, "run_id"]:
+            reason[index] = f"rerun: same config_hash as {latest[key]}"
 
     used = runs[reason.isna()].reset_index(drop=True)
     left_out = runs[reason.notna()]
@@ -154,6 +165,7 @@ def run_rows(used: pd.DataFrame) -> pd.DataFrame:
         "dataset": _tag_or_param(used, "dataset", "task.dataset"),
         "sifter": _tag_or_param(used, "sifter", "sifter.name"),
         "seed": _tag_or_param(used, "seed", "seed"),
+        "machine_kind": machine_kinds(used),
     })
     for name in sifter_params(used):
         rows[name] = column(used, f"params.sifter.{name}")
@@ -193,25 +205,56 @@ def config_labels(table: pd.DataFrame, params: list[str]) -> pd.Series:
     return labels
 
 
+def paired_savings(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each run's % time and cost savings against the mean baseline (sifter=none) of its own task and machine
+    kind: 100 * (1 - time / baseline time). NaN where that kind has no baseline run of the task.
+
+    Pairing within a kind is what lets runs from different machines share a table: a ratio measured on one
+    machine, not a time, is what is averaged."""
+    baselines = rows[rows["sifter"] == BASELINE].groupby(["task", "machine_kind"], dropna=False)[
+        ["train_time_s", "cost_usd"]].mean()
+    keys = pd.MultiIndex.from_frame(rows[["task", "machine_kind"]])
+    base = baselines.reindex(keys)
+    rows = rows.copy()
+    rows["run_time_savings"] = 100 * (1 - rows["train_time_s"].to_numpy() / base["train_time_s"].to_numpy())
+    rows["run_cost_savings"] = 100 * (1 - rows["cost_usd"].to_numpy() / base["cost_usd"].to_numpy())
+    return rows
+
+
+def runs_without_baseline(used: pd.DataFrame) -> dict[str, str]:
+    """run_id -> machine kind, for the runs whose kind has no baseline run of their task: no savings for them."""
+    rows = paired_savings(run_rows(used))
+    lacking = rows[rows["run_time_savings"].isna() & rows["train_time_s"].notna()
+                   & rows["task"].isin(rows.loc[rows["sifter"] == BASELINE, "task"])]
+    return dict(zip(lacking["run_id"], lacking["machine_kind"]))
+
+
 def build_table(used: pd.DataFrame) -> pd.DataFrame:
     """One row per task x sifter configuration (all its params), aggregated over seeds, with savings vs the baseline.
 
-    Means over seeds; std is the sample std (ddof=1), NaN for one seed. A run lacking a metric is left out of
-    that metric's mean only. Savings: 100 * (1 - mean train time / mean baseline train time), same for cost.
+    Accuracy and % accepted: mean and sample std (ddof=1, NaN for one seed) over seeds, a seed timed on two
+    machine kinds counting once (the mean of its runs). Savings: the mean and std over runs of each run's savings
+    against the baseline of its own machine kind (`paired_savings`); on one kind this equals
+    100 * (1 - mean time / mean baseline time). Times themselves are means over runs, whatever their kind.
+    A run lacking a metric is left out of that metric's mean only.
     """
-    rows = run_rows(used)
+    rows = paired_savings(run_rows(used))
     params = sifter_params(used)
     keys = ["task", "sifter", *params]
     records = []
     for _, group in rows.groupby(keys, dropna=False, sort=False):
         reached = group["time_to_target_s"].dropna()
+        per_seed = group.groupby("seed", dropna=False)[["eval_accuracy", "pct_accepted"]].mean()
         records.append({
             **{key: group[key].iloc[0] for key in keys},
             "model": first_present(group["model"]), "dataset": first_present(group["dataset"]),
-            "n_seeds": len(group),
-            "seeds": " ".join(str(seed) for seed in sorted(group["seed"].dropna(), key=_sort_value)),
-            "pct_accepted": group["pct_accepted"].mean(), "pct_accepted_std": group["pct_accepted"].std(),
-            "accuracy": group["eval_accuracy"].mean(), "accuracy_std": group["eval_accuracy"].std(),
+            "n_seeds": len(per_seed), "n_runs": len(group), "n_machine_kinds": group["machine_kind"].nunique(),
+            "seeds": " ".join(str(seed) for seed in sorted(group["seed"].dropna().unique(), key=_sort_value)),
+            "pct_accepted": per_seed["pct_accepted"].mean(), "pct_accepted_std": per_seed["pct_accepted"].std(),
+            "accuracy": per_seed["eval_accuracy"].mean(), "accuracy_std": per_seed["eval_accuracy"].std(),
+            "pct_time_savings": group["run_time_savings"].mean(),
+            "pct_time_savings_std": group["run_time_savings"].std(),
+            "pct_cost_savings": group["run_cost_savings"].mean(),
             # Over the seeds that reached the target; n_reached_target says how many did.
             "time_to_target_s": reached.mean() if len(reached) else math.nan, "n_reached_target": len(reached),
             "train_time_s": group["train_time_s"].mean(), "train_time_std": group["train_time_s"].std(),
@@ -227,11 +270,7 @@ def build_table(used: pd.DataFrame) -> pd.DataFrame:
     table["config"] = config_labels(table, params)
 
     baseline = table[table["sifter"] == BASELINE].drop_duplicates("task").set_index("task")
-    base_time = table["task"].map(baseline["train_time_s"]).astype("float64")
-    base_cost = table["task"].map(baseline["cost_usd"]).astype("float64")
     table["accuracy_baseline"] = table["task"].map(baseline["accuracy"]).astype("float64")
-    table["pct_time_savings"] = 100 * (1 - table["train_time_s"] / base_time)
-    table["pct_cost_savings"] = 100 * (1 - table["cost_usd"] / base_cost)
     table["accuracy_delta"] = table["accuracy"] - table["accuracy_baseline"]
     return table[["task", "model", "dataset", "sifter", "config", *params, *TABLE_STATS]]
 
@@ -485,6 +524,7 @@ def render_report(*, table: pd.DataFrame, used: pd.DataFrame, excluded: pd.DataF
     unfinished = excluded[excluded["reason"].str.startswith("status ", na=False)]
     reruns = excluded[excluded["reason"].str.startswith("rerun", na=False)]
     other_machines = excluded[excluded["reason"].str.startswith("machine ", na=False)]
+    other_tasks = excluded[excluded["reason"].str.startswith("task ", na=False)]
     parents = excluded[excluded["reason"] == "sweep parent"]
     lines = [
         f"# Smart sifting savings, scale `{scale}`", "",
@@ -492,8 +532,9 @@ def render_report(*, table: pd.DataFrame, used: pd.DataFrame, excluded: pd.DataF
         "Every number below comes from the commands under *How this was made*.", "",
         "## Savings (SageMaker layout)", "", sagemaker_table(table), "",
         "% accepted: samples trained on / samples seen. % savings: training wall time (scoring passes included, "
-        "evaluation excluded) saved against the baseline (sifter=none) of the same task and scale, "
-        "100 × (1 − mean time / mean baseline time). Accuracy: test accuracy in %, mean ± sample std over seeds. "
+        "evaluation excluded) saved against the baseline (sifter=none) of the same task and scale on the same "
+        "machine kind, 100 × (1 − time / mean baseline time of that kind), averaged over runs (std in the full "
+        "table). Accuracy: test accuracy in %, mean ± sample std over seeds. "
         "A configuration's name shows only the params that differ between that sifter's configurations; "
         "the full table has them all.", "",
         "## Headline", "",
@@ -527,11 +568,18 @@ def render_report(*, table: pd.DataFrame, used: pd.DataFrame, excluded: pd.DataF
         f"- Left out: not FINISHED {len(unfinished)}" + (" (listed below)" if len(unfinished) else "")
         + f"; other scales {len(other_scales)}" + (f" ({scale_counts})" if scale_counts else "")
         + f"; reruns of an identical config and seed {len(reruns)} (the latest kept); sweep parents {len(parents)}"
-        + f"; other machine kinds {len(other_machines)}.",
-        "- Machine kind per task: savings compare training times, so each task's rows come from one machine kind "
-        "(CPU model and the flags that pick its kernels, cores, GPU); `--machine` picks another.",
-        *[f"  - {fmt(task)}: `{kind}`" for task, kind in
-          pd.DataFrame({"task": column(used, "tags.task"), "kind": machine_kinds(used)}).drop_duplicates().values],
+        + (f"; runs of machine kinds other than `--machine` {len(other_machines)}" if len(other_machines) else "")
+        + (f"; runs of tasks not asked for with `--task` {len(other_tasks)} ("
+           + ", ".join(f"{name}: {count}" for name, count in
+                       other_tasks["reason"].str.removeprefix("task ").value_counts(sort=False).items()) + ")"
+           if len(other_tasks) else "")
+        + ".",
+        "- Machine kinds (CPU model and the flags that pick its kernels, cores, GPU) per task, with their runs: "
+        "a time is compared only with the baseline timed on the same kind, so kinds can share a table; "
+        "`--machine` builds it from one kind.",
+        *[f"  - {fmt(task)}: {count} runs on `{kind}`" for (task, kind), count in
+          pd.DataFrame({"task": column(used, "tags.task"), "kind": machine_kinds(used)}).value_counts(
+              sort=False).items()],
         *(["- Left out as runs of other machine kinds:"] if len(other_machines) else []),
         *[f"  - {count} on `{kind}`" for kind, count in
           other_machines["reason"].str.removeprefix("machine ").value_counts(sort=False).items()],

@@ -137,22 +137,25 @@ def plot_accuracy_vs_savings(table: pd.DataFrame, scale: str, path: Path) -> Non
     plt.close(figure)
 
 
-def _curve(history: pd.DataFrame, run_ids: str) -> pd.DataFrame:
+def _curve(history: pd.DataFrame, run_ids: list[str]) -> pd.DataFrame:
     """Mean cumulative train time and accuracy over a configuration's seeds at each evaluation step."""
-    points = history[history["run_id"].isin(run_ids.split())].dropna(subset=["train_time_s", "eval_accuracy"])
+    points = history[history["run_id"].isin(run_ids)].dropna(subset=["train_time_s", "eval_accuracy"])
     return points.groupby("step").agg(train_time_s=("train_time_s", "mean"), accuracy=("eval_accuracy", "mean"),
                                       accuracy_std=("eval_accuracy", "std")).reset_index()
 
 
-def plot_accuracy_vs_time(table: pd.DataFrame, history: pd.DataFrame, scale: str, path: Path) -> bool:
+def plot_accuracy_vs_time(table: pd.DataFrame, history: pd.DataFrame, kinds: dict[str, str], scale: str,
+                          path: Path) -> dict:
     """Per task, accuracy against cumulative training time for the baseline, the best sifted configuration
-    and its paired random control. False (and no file) when there is no history to draw."""
+    and its paired random control, from the runs of one machine kind (`kinds`: run_id -> kind), the kind with
+    the most runs among those configurations, since seconds of two kinds do not compare.
+    Returns task -> the kind drawn; empty (and no file) when there is no history to draw."""
     best = report.best_sifted(table)
     pairs = report.pair_controls(table)
     tasks = list(table["task"].drop_duplicates())
     plt = _pyplot()
     figure, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4.5), squeeze=False)
-    drawn = False
+    drawn = {}
     for axis, task in zip(axes[0], tasks):
         rows = table[table["task"] == task]
         axis.set_title(_task_title(rows, task))
@@ -166,15 +169,18 @@ def plot_accuracy_vs_time(table: pd.DataFrame, history: pd.DataFrame, scale: str
             if len(pair) and pd.notna(pair["control"].iloc[0]):
                 control = rows[(rows["sifter"] == report.CONTROL) & (rows["config"] == pair["control"].iloc[0])]
                 lines.append((control, f"paired control: {pair['control'].iloc[0]}", "C1", "--"))
+        lines = [line for line in lines if not line[0].empty]
+        run_ids = [run_id for config, *_ in lines for run_id in config["run_ids"].iloc[0].split()]
+        plotted = pd.Series([kinds.get(run_id) for run_id in run_ids], dtype=object).dropna()
+        kind = plotted.value_counts(sort=False).idxmax() if len(plotted) else None
         for config, label, color, style in lines:
-            if config.empty:
-                continue
-            curve = _curve(history, config["run_ids"].iloc[0])
+            curve = _curve(history, [run_id for run_id in config["run_ids"].iloc[0].split()
+                                     if kinds.get(run_id) == kind])
             if curve.empty:
                 continue
             axis.errorbar(curve["train_time_s"], curve["accuracy"], yerr=curve["accuracy_std"].fillna(0),
                           color=color, linestyle=style, marker="o", markersize=3, capsize=2, label=label)
-            drawn = True
+            drawn[task] = kind
         if axis.get_legend_handles_labels()[0]:
             axis.legend(fontsize=8)
         else:
@@ -205,11 +211,14 @@ def write_results(out: Path, used: pd.DataFrame, excluded: pd.DataFrame, history
     plot_accuracy_vs_savings(table, scale, out / SAVINGS_PLOT)
     plots[SAVINGS_PLOT] = ("Accuracy against % training time saved, per task; every sifter its own series, "
                            "the baseline at 0. Error bars: std over seeds.")
-    if plot_accuracy_vs_time(table, history, scale, out / TIME_PLOT):
+    kinds = dict(zip(used["run_id"], report.machine_kinds(used)))
+    drawn = plot_accuracy_vs_time(table, history, kinds, scale, out / TIME_PLOT)
+    if drawn:
         plots[TIME_PLOT] = ("Accuracy against cumulative training time at each evaluation, for the baseline, the "
                             "best sifted configuration (most time saved within "
                             f"{report.HEADLINE_TOLERANCE:g} points of the baseline, else the most accurate) and "
-                            "its paired random control; mean over seeds.")
+                            "its paired random control; mean over the seeds run on one machine kind per task: "
+                            + "; ".join(f"{report.fmt(task)} on `{kind}`" for task, kind in drawn.items()) + ".")
 
     notes = []
     for task in report.tasks_without_baseline(table):
@@ -217,6 +226,9 @@ def write_results(out: Path, used: pd.DataFrame, excluded: pd.DataFrame, history
                      "accuracy_baseline and accuracy_delta are empty.")
     for run_id, names in report.missing_metrics(used).items():
         notes.append(f"Run {run_id} lacks {', '.join(names)}: left out of those means.")
+    for run_id, kind in report.runs_without_baseline(used).items():
+        notes.append(f"Run {run_id} ran on `{kind}`, where its task has no baseline run: its savings are unknown "
+                     "and left out of the means (its accuracy counts). Run the baseline on that kind to pair it.")
     for run_id, fraction in report.contended_runs(used).items():
         notes.append(f"Run {run_id}: other processes used {fraction:.2f} of a core per second while it trained "
                      f"(over {report.CONTENDED_FRACTION:g}): its time is suspect.")
@@ -245,8 +257,11 @@ def parser() -> argparse.ArgumentParser:
     cli.add_argument("--scale", help=f"only runs of this scale go in (default {DEFAULT_SCALE}; with --from-csv, "
                                      "the scale of the runs in the CSV)")
     cli.add_argument("--machine", metavar="TEXT",
-                     help="only runs whose machine kind (tag machine.kind) contains TEXT go in (default: the kind "
-                          "with the most runs); times compare only within one kind")
+                     help="only runs whose machine kind (tag machine.kind) contains TEXT go in, one kind per task "
+                          "(default: every kind, each run's savings measured against the baseline of its own kind)")
+    cli.add_argument("--task", action="append", metavar="NAME",
+                     help="only this task's runs go in (repeat for more; default: every task), for example to "
+                          "publish one task's finished table while the other's sweep is still being run")
     cli.add_argument("--out", type=Path, help="output folder (default results/<scale>)")
     cli.add_argument("--from-csv", type=Path, metavar="DIR",
                      help="rebuild from DIR/runs.csv, excluded.csv and history.csv instead of a store")
@@ -282,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         if runs.empty:
             raise NothingToReport(f"{args.from_csv}/runs.csv has no runs" if args.from_csv else "the store has no runs")
         try:
-            used, excluded = report.split_runs(runs, scale, args.machine)
+            used, excluded = report.split_runs(runs, scale, args.machine, args.task)
         except ValueError as error:
             cli.error(str(error))
         if len(excluded_before):
@@ -297,8 +312,8 @@ def main(argv: list[str] | None = None) -> int:
             warn(f"ignored {other_scales} runs of other scales (--scale {scale})")
         other_machines = excluded[excluded["reason"].str.startswith("machine ", na=False)]
         if len(other_machines):
-            warn(f"warning: {len(other_machines)} FINISHED runs on other machine kinds are left out (times compare "
-                 f"only within one kind; pick another with --machine): "
+            warn(f"{len(other_machines)} FINISHED runs on machine kinds other than --machine {args.machine!r} are "
+                 "left out: "
                  + "; ".join(f"{count} on {kind}" for kind, count in
                              other_machines["reason"].str.removeprefix("machine ").value_counts(sort=False).items()))
         if used.empty:
