@@ -100,8 +100,11 @@ def test_interrupted_run_is_marked_killed(store, tmp_path):
     env_args = ["+experiment=bert", "scale=smoke", "trainer.epochs=500", f"tracking.uri={store}",
                 f"hydra.run.dir={tmp_path}/outputs"]
     runs_in(store)  # create the store's tables here, so two processes never migrate it at once
+    # A shell's background job inherits SIGINT ignored, and Python then never raises KeyboardInterrupt:
+    # restore the default so Ctrl-C is what the job sees, however pytest itself was started.
     process = subprocess.Popen([sys.executable, "-m", "sift_bench", *env_args], cwd=tmp_path,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.time() + 120
         while time.time() < deadline:

@@ -131,7 +131,7 @@ def plot_accuracy_vs_savings(table: pd.DataFrame, scale: str, path: Path) -> Non
                       fmt="s", color="black", capsize=3, label="baseline (sifter=none)")
         axis.axhline(base["accuracy"], color="gray", linestyle=":", linewidth=1)
         axis.legend(fontsize=8)
-    figure.suptitle(f"scale={scale}: mean over seeds, error bars = std; labels = % of samples accepted")
+    figure.suptitle(f"scale={scale}: mean over seeds, error bars = std; labels = % of samples accepted", fontsize=9)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
@@ -186,7 +186,7 @@ def plot_accuracy_vs_time(table: pd.DataFrame, history: pd.DataFrame, kinds: dic
         else:
             axis.text(0.5, 0.5, "no metric history", transform=axis.transAxes, ha="center", va="center")
     if drawn:
-        figure.suptitle(f"scale={scale}: mean over seeds at each evaluation, error bars = std")
+        figure.suptitle(f"scale={scale}: mean over seeds at each evaluation, error bars = std", fontsize=9)
         figure.tight_layout()
         figure.savefig(path, dpi=120)
     plt.close(figure)
