@@ -71,9 +71,8 @@ def run_job(cfg: DictConfig) -> float | None:
     this_kind = tracking.machine_tags()["machine.kind"]
     if cfg.tracking.skip_finished:
         done = tracking.find_finished_run(cfg.tracking.uri, experiment_id, fingerprint)
-        if done and cfg.sifter.name == "none" and cfg.tracking.baseline_per_machine and not \
-                tracking.has_finished_baseline(cfg.tracking.uri, experiment_id, cfg.task.name, cfg.scale.name,
-                                               this_kind):
+        if done and cfg.sifter.name == "none" and cfg.tracking.baseline_per_machine and this_kind not in \
+                tracking.finished_machine_kinds(cfg.tracking.uri, experiment_id, cfg.task.name, cfg.scale.name, "none"):
             # Savings pair each run with the baseline of its own machine kind (sift_bench.report), so the
             # first sitting on a new kind times the baseline again before adding sifted runs.
             print(f"sift_bench: run {done} already FINISHED with this config on another machine kind, and this "

@@ -148,20 +148,13 @@ def find_finished_run(uri: str, experiment_id: str, fingerprint: str) -> str | N
     return runs[0].info.run_id if runs else None
 
 
-def has_finished_baseline(uri: str, experiment_id: str, task: str, scale: str, kind: str) -> bool:
-    """Whether the store holds a FINISHED baseline (sifter=none) of this task and scale from this machine kind."""
+def finished_machine_kinds(uri: str, experiment_id: str, task: str, scale: str,
+                           sifter: str | None = None) -> dict[str, int]:
+    """How many FINISHED runs of this task and scale (and sifter, if given) the store holds per machine kind."""
+    sifter_filter = f" and tags.sifter = '{sifter}'" if sifter else ""
     runs = MlflowClient(uri).search_runs(
         [experiment_id], max_results=50_000,
-        filter_string=f"tags.task = '{task}' and tags.scale = '{scale}' and tags.sifter = 'none' "
-                      "and attributes.status = 'FINISHED'")
-    return any(run.data.tags.get("machine.kind") == kind for run in runs)
-
-
-def finished_machine_kinds(uri: str, experiment_id: str, task: str, scale: str) -> dict[str, int]:
-    """How many FINISHED runs of this task and scale the store holds per machine kind."""
-    runs = MlflowClient(uri).search_runs(
-        [experiment_id], max_results=50_000,
-        filter_string=f"tags.task = '{task}' and tags.scale = '{scale}' and attributes.status = 'FINISHED'")
+        filter_string=f"tags.task = '{task}' and tags.scale = '{scale}'{sifter_filter} and attributes.status = 'FINISHED'")
     kinds: dict[str, int] = {}
     for run in runs:
         kind = run.data.tags.get("machine.kind", "untagged (logged before machine.kind existed)")
