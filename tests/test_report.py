@@ -417,6 +417,40 @@ def full_report(full_store):
     return code, out
 
 
+def test_accuracy_delta_is_paired_over_the_seeds_a_configuration_has():
+    # Seed 2 of the baseline is an easy one (90 %): against the baseline's mean over all three seeds (84.0) a
+    # configuration that has run only seeds 0 and 1 would look 3.5 points worse; paired it is 0.5 points below.
+    rows = [frame_row(SST2, NONE, seed, 100.0, 0.1, accuracy, 100.0)
+            for seed, accuracy in ((0, 80.0), (1, 82.0), (2, 90.0))]
+    rows += [frame_row(SST2, RP1, 0, 80.0, 0.08, 79.5, 50.0), frame_row(SST2, RP1, 1, 80.0, 0.08, 81.5, 50.0),
+             frame_row(SST2, RP3, 7, 70.0, 0.07, 83.0, 25.0)]
+    table = report.build_table(runs_frame(rows))
+    base, short, unpaired = (row_of(table, "sst2_bert", sifter) for sifter in (NONE, RP1, RP3))
+    assert base["accuracy"] == pytest.approx(84.0) and base["delta_seeds"] == "0 1 2"
+    assert short["accuracy"] == pytest.approx(80.5) and short["delta_seeds"] == "0 1"
+    assert short["accuracy_baseline"] == pytest.approx(81.0) and short["accuracy_delta"] == pytest.approx(-0.5)
+    # No seed in common: against the baseline's own mean, and said to be unpaired.
+    assert pd.isna(unpaired["delta_seeds"]) and unpaired["accuracy_delta"] == pytest.approx(-1.0)
+
+    assert report.fewer_seeds(table) == {"sst2_bert": [(short["config"], "0 1"), (unpaired["config"], "7")]}
+    # Unpaired, beta 1 would be 3.5 points below and out of the headline; beta 3 (1.0 below) stays out.
+    (best,) = report.headline(table)["config"]
+    assert best == short["config"]
+    assert "81.00 (seeds 0 1 of 0 1 2)" in report.sagemaker_table(table)
+
+
+def test_headline_names_the_pairing_of_a_short_configuration():
+    rows = [frame_row(SST2, NONE, seed, 100.0, 0.1, accuracy, 100.0)
+            for seed, accuracy in ((0, 80.0), (1, 82.0), (2, 90.0))]
+    rows += [frame_row(SST2, RP1, 0, 80.0, 0.08, 79.5, 50.0), frame_row(SST2, RP1, 1, 80.0, 0.08, 81.5, 50.0)]
+    (line,) = report.headline(report.build_table(runs_frame(rows)))["statement"]
+    assert line == ("20.0 % time savings with relative_probabilistic (accuracy 80.50 vs baseline 81.00, "
+                    "-0.50 points, n=2; delta over seeds 0 1 only, the baseline has 0 1 2)")
+    rows.append(frame_row(SST2, RP1, 2, 80.0, 0.08, 89.5, 50.0))  # now complete: no caveat, means over 0 1 2
+    (line,) = report.headline(report.build_table(runs_frame(rows)))["statement"]
+    assert line.endswith("(accuracy 83.50 vs baseline 84.00, -0.50 points, n=3)")
+
+
 def test_report_from_a_store_writes_every_file(full_report):
     code, out = full_report
     assert code == 0

@@ -25,7 +25,7 @@ HISTORY_METRICS = ("train_loss", "eval_accuracy", "pct_accepted", "epoch", "trai
 EXCLUDED_COLUMNS = ("run_id", "run_name", "status", "scale", "task", "sifter", "seed", "reason")
 TABLE_STATS = ("n_seeds", "seeds", "pct_accepted", "pct_accepted_std", "pct_time_savings",
                "pct_time_savings_std", "pct_cost_savings", "accuracy", "accuracy_std", "accuracy_baseline",
-               "accuracy_delta", "time_to_target_s", "n_reached_target", "train_time_s", "train_time_std",
+               "accuracy_delta", "delta_seeds", "time_to_target_s", "n_reached_target", "train_time_s", "train_time_std",
                "sift_time_s", "cost_usd", "n_runs", "n_machine_kinds", "run_ids")
 # Params that differ between runs of one task without changing what is compared: the sifter is the
 # configuration, the seed is what is averaged over, the rest only says where files go or how progress shows.
@@ -236,15 +236,17 @@ def build_table(used: pd.DataFrame) -> pd.DataFrame:
     machine kinds counting once (the mean of its runs). Savings: the mean and std over runs of each run's savings
     against the baseline of its own machine kind (`paired_savings`); on one kind this equals
     100 * (1 - mean time / mean baseline time). Times themselves are means over runs, whatever their kind.
+    accuracy_baseline and accuracy_delta are paired by seed (`paired_accuracy`), over the seeds in delta_seeds.
     A run lacking a metric is left out of that metric's mean only.
     """
     rows = paired_savings(run_rows(used))
     params = sifter_params(used)
     keys = ["task", "sifter", *params]
-    records = []
+    records, seed_accuracies = [], []
     for _, group in rows.groupby(keys, dropna=False, sort=False):
         reached = group["time_to_target_s"].dropna()
         per_seed = group.groupby("seed", dropna=False)[["eval_accuracy", "pct_accepted"]].mean()
+        seed_accuracies.append(per_seed["eval_accuracy"].dropna())
         records.append({
             **{key: group[key].iloc[0] for key in keys},
             "model": first_present(group["model"]), "dataset": first_present(group["dataset"]),
@@ -264,15 +266,36 @@ def build_table(used: pd.DataFrame) -> pd.DataFrame:
     if not records:
         return pd.DataFrame(columns=["task", "model", "dataset", "sifter", "config", *params, *TABLE_STATS])
     table = pd.DataFrame(records)
+    table["group"] = range(len(table))  # into seed_accuracies, which survives the reordering below
     order = sorted(table.index, key=lambda i: (_sort_value(table.at[i, "task"]), _sifter_rank(table.at[i, "sifter"]),
                                                *(_sort_value(table.at[i, name]) for name in params)))
     table = table.loc[order].reset_index(drop=True)
     table["config"] = config_labels(table, params)
 
     baseline = table[table["sifter"] == BASELINE].drop_duplicates("task").set_index("task")
-    table["accuracy_baseline"] = table["task"].map(baseline["accuracy"]).astype("float64")
-    table["accuracy_delta"] = table["accuracy"] - table["accuracy_baseline"]
+    paired = [paired_accuracy(seed_accuracies[row["group"]], seed_accuracies[baseline.at[row["task"], "group"]])
+              if row["task"] in baseline.index else (math.nan, math.nan, np.nan) for _, row in table.iterrows()]
+    table["accuracy_baseline"] = pd.Series([base for base, _, _ in paired], dtype="float64")
+    table["accuracy_delta"] = pd.Series([delta for _, delta, _ in paired], dtype="float64")
+    table["delta_seeds"] = pd.Series([seeds for _, _, seeds in paired], dtype=object)
     return table[["task", "model", "dataset", "sifter", "config", *params, *TABLE_STATS]]
+
+
+def paired_accuracy(accuracy: pd.Series, baseline: pd.Series) -> tuple[float, float, object]:
+    """(baseline accuracy, accuracy delta, the seeds they are over) for one configuration, from per-seed accuracies.
+
+    The delta is paired: the mean of per-seed differences over the seeds both have, and the baseline is its mean
+    over those seeds. A row that lacks a seed (an unfinished sweep, a failed run) is then compared with the
+    baseline on the seeds it has, not with a baseline mean that includes seeds it never ran; when the seeds
+    match this equals mean accuracy - mean baseline accuracy. With no seed in common the delta is unpaired,
+    against the baseline's mean over its own seeds, and the seeds are NaN."""
+    shared = sorted(set(accuracy.index) & set(baseline.index), key=_sort_value)
+    if not shared:
+        if baseline.empty or accuracy.empty:
+            return math.nan, math.nan, np.nan
+        return baseline.mean(), accuracy.mean() - baseline.mean(), np.nan
+    return (baseline[shared].mean(), (accuracy[shared] - baseline[shared]).mean(),
+            " ".join(str(seed) for seed in shared))
 
 
 def is_sifted(table: pd.DataFrame) -> pd.Series:
@@ -376,10 +399,36 @@ def headline(table: pd.DataFrame, tolerance: float = HEADLINE_TOLERANCE, per_sif
                                                          "accuracy_baseline", "accuracy_delta")})
             record["statement"] = (f"{best['pct_time_savings']:.1f} % time savings with {best['config']} "
                                    f"(accuracy {best['accuracy']:.2f} vs baseline {best['accuracy_baseline']:.2f}, "
-                                   f"{best['accuracy_delta']:+.2f} points, n={best['n_seeds']})")
+                                   f"{best['accuracy_delta']:+.2f} points, n={best['n_seeds']}"
+                                   f"{pairing_caveat(best, rows[rows['sifter'] == BASELINE].iloc[0])})")
         records.append(record)
     return pd.DataFrame(records, columns=["task", "config", "sifter", "pct_time_savings", "accuracy",
                                           "accuracy_baseline", "accuracy_delta", "statement"])
+
+
+def pairing_caveat(row: pd.Series, baseline: pd.Series) -> str:
+    """Text for a row whose accuracy delta is not over all of its own and the baseline's seeds; else ''."""
+    if pd.isna(row["delta_seeds"]):
+        return "; unpaired: no seed in common with the baseline"
+    if row["delta_seeds"] == row["seeds"] == baseline["seeds"]:
+        return ""
+    return f"; delta over seeds {row['delta_seeds']} only, the baseline has {baseline['seeds']}"
+
+
+def fewer_seeds(table: pd.DataFrame) -> dict:
+    """task -> the configurations (config, seeds) that lack some of the seeds their task's baseline ran: an
+    unfinished sweep or a failed run. Their accuracy delta is paired over the seeds they have."""
+    lacking = {}
+    for task, rows in table.groupby("task", sort=False):
+        base = rows[rows["sifter"] == BASELINE]
+        if base.empty:
+            continue
+        wanted = set(str(base.iloc[0]["seeds"]).split())
+        short = [(row["config"], row["seeds"]) for _, row in rows.iterrows()
+                 if not wanted <= set(str(row["seeds"]).split())]
+        if short:
+            lacking[task] = short
+    return lacking
 
 
 def best_sifted(table: pd.DataFrame, tolerance: float = HEADLINE_TOLERANCE) -> dict:
@@ -491,8 +540,12 @@ def sagemaker_table(table: pd.DataFrame) -> str:
     rows = []
     for _, row in sifted.iterrows():
         base = baseline.loc[row["task"]] if row["task"] in baseline.index else None
-        base_text = ("no baseline" if base is None
-                     else with_spread(base["accuracy"], base["accuracy_std"], base["n_seeds"]))
+        if base is None:
+            base_text = "no baseline"
+        elif row["delta_seeds"] == base["seeds"] or pd.isna(row["delta_seeds"]):
+            base_text = with_spread(base["accuracy"], base["accuracy_std"], base["n_seeds"])
+        else:  # the baseline on the seeds this row has, so the two columns compare like with like
+            base_text = f"{row['accuracy_baseline']:.2f} (seeds {row['delta_seeds']} of {base['seeds']})"
         rows.append([row["model"], row["dataset"], row["config"], row["pct_accepted"], row["pct_time_savings"],
                      base_text, with_spread(row["accuracy"], row["accuracy_std"], row["n_seeds"])])
     return markdown_table(header, rows)
@@ -534,12 +587,13 @@ def render_report(*, table: pd.DataFrame, used: pd.DataFrame, excluded: pd.DataF
         "% accepted: samples trained on / samples seen. % savings: training wall time (scoring passes included, "
         "evaluation excluded) saved against the baseline (sifter=none) of the same task and scale on the same "
         "machine kind, 100 × (1 − time / mean baseline time of that kind), averaged over runs (std in the full "
-        "table). Accuracy: test accuracy in %, mean ± sample std over seeds. "
+        "table). Accuracy: test accuracy in %, mean ± sample std over seeds; a configuration that lacks some of "
+        "the baseline's seeds is set against the baseline on the seeds it has. "
         "A configuration's name shows only the params that differ between that sifter's configurations; "
         "the full table has them all.", "",
         "## Headline", "",
         f"Per task, the best % time savings among configurations whose mean accuracy is at most "
-        f"{HEADLINE_TOLERANCE:g} points below the baseline's:", "",
+        f"{HEADLINE_TOLERANCE:g} points below the baseline's, paired by seed (the mean of per-seed differences):", "",
         *[f"- **{fmt(h['task'])}**: {h['statement']}" for _, h in headlines.iterrows()], "",
         "The same per selection rule:", "",
         *[f"- {fmt(h['task'])}, `{fmt(h['sifter'])}`: {h['statement']}"

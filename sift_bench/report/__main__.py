@@ -224,6 +224,10 @@ def write_results(out: Path, used: pd.DataFrame, excluded: pd.DataFrame, history
     for task in report.tasks_without_baseline(table):
         notes.append(f"Task {report.fmt(task)} has no baseline (sifter=none) run at this scale: its savings, "
                      "accuracy_baseline and accuracy_delta are empty.")
+    for task, short in report.fewer_seeds(table).items():
+        notes.append(f"Task {report.fmt(task)}: {len(short)} configurations lack some of the baseline's seeds "
+                     "(an unfinished sweep or a failed run); their accuracy delta is paired over the seeds they "
+                     "have: " + "; ".join(f"{config} (seeds {seeds})" for config, seeds in short) + ".")
     for run_id, names in report.missing_metrics(used).items():
         notes.append(f"Run {run_id} lacks {', '.join(names)}: left out of those means.")
     for run_id, kind in report.runs_without_baseline(used).items():
