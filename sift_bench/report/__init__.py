@@ -265,19 +265,19 @@ def build_table(used: pd.DataFrame) -> pd.DataFrame:
         })
     if not records:
         return pd.DataFrame(columns=["task", "model", "dataset", "sifter", "config", *params, *TABLE_STATS])
+    baselines = {}
+    for record, accuracies in zip(records, seed_accuracies):
+        if record["sifter"] == BASELINE:
+            baselines.setdefault(record["task"], accuracies)
+    for record, accuracies in zip(records, seed_accuracies):
+        base = baselines.get(record["task"])
+        record["accuracy_baseline"], record["accuracy_delta"], record["delta_seeds"] = (
+            paired_accuracy(accuracies, base) if base is not None else (math.nan, math.nan, np.nan))
     table = pd.DataFrame(records)
-    table["group"] = range(len(table))  # into seed_accuracies, which survives the reordering below
     order = sorted(table.index, key=lambda i: (_sort_value(table.at[i, "task"]), _sifter_rank(table.at[i, "sifter"]),
                                                *(_sort_value(table.at[i, name]) for name in params)))
     table = table.loc[order].reset_index(drop=True)
     table["config"] = config_labels(table, params)
-
-    baseline = table[table["sifter"] == BASELINE].drop_duplicates("task").set_index("task")
-    paired = [paired_accuracy(seed_accuracies[row["group"]], seed_accuracies[baseline.at[row["task"], "group"]])
-              if row["task"] in baseline.index else (math.nan, math.nan, np.nan) for _, row in table.iterrows()]
-    table["accuracy_baseline"] = pd.Series([base for base, _, _ in paired], dtype="float64")
-    table["accuracy_delta"] = pd.Series([delta for _, delta, _ in paired], dtype="float64")
-    table["delta_seeds"] = pd.Series([seeds for _, _, seeds in paired], dtype=object)
     return table[["task", "model", "dataset", "sifter", "config", *params, *TABLE_STATS]]
 
 
@@ -423,11 +423,10 @@ def fewer_seeds(table: pd.DataFrame) -> dict:
         base = rows[rows["sifter"] == BASELINE]
         if base.empty:
             continue
-        wanted = set(str(base.iloc[0]["seeds"]).split())
-        short = [(row["config"], row["seeds"]) for _, row in rows.iterrows()
-                 if not wanted <= set(str(row["seeds"]).split())]
-        if short:
-            lacking[task] = short
+        # delta_seeds is the seeds shared with the baseline: short of the baseline's own, some are missing.
+        short = rows[rows["delta_seeds"] != base.iloc[0]["delta_seeds"]]
+        if len(short):
+            lacking[task] = list(zip(short["config"], short["seeds"]))
     return lacking
 
 
@@ -542,7 +541,7 @@ def sagemaker_table(table: pd.DataFrame) -> str:
         base = baseline.loc[row["task"]] if row["task"] in baseline.index else None
         if base is None:
             base_text = "no baseline"
-        elif row["delta_seeds"] == base["seeds"] or pd.isna(row["delta_seeds"]):
+        elif row["delta_seeds"] == base["delta_seeds"] or pd.isna(row["delta_seeds"]):
             base_text = with_spread(base["accuracy"], base["accuracy_std"], base["n_seeds"])
         else:  # the baseline on the seeds this row has, so the two columns compare like with like
             base_text = f"{row['accuracy_baseline']:.2f} (seeds {row['delta_seeds']} of {base['seeds']})"
