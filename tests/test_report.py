@@ -633,3 +633,29 @@ def test_runs_on_a_busy_machine_are_flagged():
                          "metrics.other_cpu_fraction": [0.01, 0.4, float("nan")]})
     assert report.contended_runs(used) == {"busy": 0.4}
     assert report.contended_runs(used.drop(columns="metrics.other_cpu_fraction")) == {}
+
+
+def paced_frame(baseline_times: list[float]) -> pd.DataFrame:
+    """Baselines training 1000 samples in the given times, and sifted runs that train 500 samples at 0.1 s each
+    after a 20 s scoring pass (smart sifting) or none (the control)."""
+    rows = [frame_row(CIFAR, NONE, seed, time_s, 0.0, 86.0, 100.0) for seed, time_s in enumerate(baseline_times)]
+    rows += [frame_row(CIFAR, RP1, seed, 70.0, 0.0, 85.0, 50.0) for seed in range(3)]
+    rows += [frame_row(CIFAR, KEEP50, seed, 50.0, 0.0, 84.0, 50.0) for seed in range(3)]
+    frame = pd.DataFrame(rows)
+    frame["metrics.work_trained"] = [1000.0] * len(baseline_times) + [500.0] * 6
+    frame["metrics.sift_time_s"] = [0.0] * len(baseline_times) + [20.0] * 3 + [0.0] * 3
+    return runs_frame(frame.to_dict("records"))
+
+
+def test_a_baseline_timed_at_an_odd_pace_is_named_with_its_effect_on_the_savings():
+    # Paces: every run 0.1 s per sample (the scoring pass left out) but baseline seed 2 at 0.13: 30 % slow.
+    [pace] = report.baseline_pace(paced_frame([100.0, 100.0, 130.0]))
+    assert pace["task"] == "cifar10_resnet" and pace["n_runs"] == 9
+    assert pace["median_pace"] == pytest.approx(0.1)
+    [(run_id, seed, ratio)] = pace["odd"]
+    assert seed == "2" and run_id.endswith("-2") and ratio == pytest.approx(1.3)
+    assert pace["baseline_time_s"] == pytest.approx(110.0)
+    assert pace["baseline_time_at_median_s"] == pytest.approx(100.0)
+    # 8 % off is within the tolerance; a frame without work_trained has no pace at all.
+    assert report.baseline_pace(paced_frame([100.0, 100.0, 108.0])) == []
+    assert report.baseline_pace(paced_frame([100.0, 100.0, 130.0]).drop(columns="metrics.work_trained")) == []

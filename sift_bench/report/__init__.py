@@ -467,6 +467,44 @@ def contended_runs(used: pd.DataFrame, threshold: float = CONTENDED_FRACTION) ->
     return dict(zip(used["run_id"][busy], fraction[busy]))
 
 
+PACE_TOLERANCE = 0.10  # a baseline run this far from its task's median pace is named in the notes
+
+
+def baseline_pace(used: pd.DataFrame, tolerance: float = PACE_TOLERANCE) -> list[dict]:
+    """The baselines timed at an odd pace: one entry per task and machine kind whose baseline has a run more than
+    `tolerance` (a fraction) slower or faster than the median pace of all that task's runs on that kind.
+
+    Pace is training seconds per unit of work trained (a sample, or a padded token), the scoring pass left out,
+    so every selection rule's runs measure the same thing: how fast the machine trained. Every row's savings
+    divide by the mean baseline time, so one baseline run timed while the machine ran slow moves all of them
+    alike, and other_cpu_fraction does not see a slowdown that no process on the machine caused (a shared or
+    throttled host). Each entry gives the odd runs (run_id, seed, pace / median pace) and the baseline's mean
+    time as measured and as it would be with every baseline run at the median pace, which bounds how far the
+    savings could move. Kinds with fewer than 3 runs that measured their work are left out: no median."""
+    rows = run_rows(used)
+    work = column(used, "metrics.work_trained").to_numpy()
+    rows["work_trained"] = work
+    rows["pace"] = (rows["train_time_s"] - rows["sift_time_s"].fillna(0.0)) / rows["work_trained"]
+    entries = []
+    for (task, kind), runs in rows[np.isfinite(rows["pace"]) & (rows["work_trained"] > 0)].groupby(
+            ["task", "machine_kind"], dropna=False, sort=True):
+        baseline = runs[runs["sifter"] == BASELINE]
+        if len(runs) < 3 or baseline.empty:
+            continue
+        median = runs["pace"].median()
+        ratio = baseline["pace"] / median
+        odd = baseline[(ratio - 1).abs() > tolerance]
+        if odd.empty:
+            continue
+        entries.append({
+            "task": task, "machine_kind": kind, "n_runs": len(runs), "median_pace": median,
+            "odd": [(run_id, seed, ratio[index]) for index, run_id, seed in zip(odd.index, odd["run_id"], odd["seed"])],
+            "baseline_time_s": baseline["train_time_s"].mean(),
+            "baseline_time_at_median_s": (median * baseline["work_trained"]).mean(),
+        })
+    return entries
+
+
 def varying_settings(used: pd.DataFrame) -> dict:
     """task -> params (other than sifter, seed and where-files-go) whose values differ between its runs,
     which would make its rows compare different training setups."""

@@ -236,6 +236,16 @@ def write_results(out: Path, used: pd.DataFrame, excluded: pd.DataFrame, history
     for run_id, fraction in report.contended_runs(used).items():
         notes.append(f"Run {run_id}: other processes used {fraction:.2f} of a core per second while it trained "
                      f"(over {report.CONTENDED_FRACTION:g}): its time is suspect.")
+    for pace in report.baseline_pace(used):
+        odd = "; ".join(f"run {run_id} (seed {seed}) at {100 * (ratio - 1):+.0f} %" for run_id, seed, ratio in pace["odd"])
+        measured, at_median = pace["baseline_time_s"], pace["baseline_time_at_median_s"]
+        notes.append(
+            f"Task {report.fmt(pace['task'])} on `{pace['machine_kind']}`: the baseline trained at an odd pace "
+            f"(seconds per unit of work, scoring left out, against the median of the task's {pace['n_runs']} runs "
+            f"on that kind): {odd}. Every row's savings divide by the baseline's mean time, "
+            f"{measured:.1f} s; with its runs at the median pace it would be {at_median:.1f} s, and a row's "
+            f"% time savings S would read 100 - (100 - S) x {measured / at_median:.3f}. The machine's speed drifted "
+            "between runs: read savings within that margin as noise.")
     for task, names in report.varying_settings(used).items():
         notes.append(f"Runs of task {report.fmt(task)} differ in {', '.join(names)}, not only in the sifter and "
                      "seed: its rows may compare different training setups.")
