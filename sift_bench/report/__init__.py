@@ -169,7 +169,8 @@ def run_rows(used: pd.DataFrame) -> pd.DataFrame:
     })
     for name in sifter_params(used):
         rows[name] = column(used, f"params.sifter.{name}")
-    for name in ("eval_accuracy", "train_time_s", "sift_time_s", "cost_usd", "pct_accepted", "time_to_target_s"):
+    for name in ("eval_accuracy", "train_time_s", "sift_time_s", "cost_usd", "pct_accepted", "time_to_target_s",
+                 "work_trained"):
         rows[name] = column(used, f"metrics.{name}").to_numpy()
     return rows
 
@@ -482,12 +483,10 @@ def baseline_pace(used: pd.DataFrame, tolerance: float = PACE_TOLERANCE) -> list
     time as measured and as it would be with every baseline run at the median pace, which bounds how far the
     savings could move. Kinds with fewer than 3 runs that measured their work are left out: no median."""
     rows = run_rows(used)
-    work = column(used, "metrics.work_trained").to_numpy()
-    rows["work_trained"] = work
+    # A run without work_trained (or with none) gets a NaN or infinite pace and is left out.
     rows["pace"] = (rows["train_time_s"] - rows["sift_time_s"].fillna(0.0)) / rows["work_trained"]
     entries = []
-    for (task, kind), runs in rows[np.isfinite(rows["pace"]) & (rows["work_trained"] > 0)].groupby(
-            ["task", "machine_kind"], dropna=False, sort=True):
+    for (task, kind), runs in rows[np.isfinite(rows["pace"])].groupby(["task", "machine_kind"], dropna=False, sort=True):
         baseline = runs[runs["sifter"] == BASELINE]
         if len(runs) < 3 or baseline.empty:
             continue
