@@ -7,7 +7,7 @@ from datetime import datetime
 from hydra.experimental.callback import Callback
 from mlflow.tracking import MlflowClient
 
-from sift_bench.tracking import PARENT_RUN_ENV, use_store
+from sift_bench.tracking import PARENT_RUN_ENV, SWEEP_STARTED_ENV, use_store
 
 
 class MlflowSweepParent(Callback):
@@ -26,6 +26,7 @@ class MlflowSweepParent(Callback):
         )
         self.run_id = run.info.run_id
         os.environ[PARENT_RUN_ENV] = self.run_id
+        os.environ[SWEEP_STARTED_ENV] = str(run.info.start_time)
         # A sweep that dies part-way never reaches on_multirun_end; do not leave its parent RUNNING.
         atexit.register(self._end, "FAILED")
 
@@ -36,4 +37,5 @@ class MlflowSweepParent(Callback):
         if self.run_id is not None:
             self.client.set_terminated(self.run_id, status)
             os.environ.pop(PARENT_RUN_ENV, None)
+            os.environ.pop(SWEEP_STARTED_ENV, None)
             self.run_id = None

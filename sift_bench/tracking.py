@@ -7,17 +7,22 @@ command runs), so `mlflow ui --backend-store-uri sqlite:///mlflow.db` shows the 
 import hashlib
 import json
 import os
+import sqlite3
 import subprocess
 from pathlib import Path
 
 import mlflow
+import yaml
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
 PARENT_RUN_ENV = "SIFT_BENCH_PARENT_RUN_ID"
-# Settings that say where things are or how they are shown, not what is trained: left out of the config hash.
-NOT_HASHED = ("paths", "tracking", "hydra")
+SWEEP_STARTED_ENV = "SIFT_BENCH_SWEEP_STARTED_MS"  # when this sitting's sweep began, in ms since the epoch
+# Settings that say where things are, how they are shown or priced, or how a sweep is laid out (`table` is only
+# interpolated into rows, which hash its resolved values), not what is trained: left out of the config hash.
+NOT_HASHED = ("paths", "tracking", "hydra", "sweep_name", "table", "cost")
 NOT_HASHED_TRAINER = ("progress", "num_threads")
+ARTIFACTS_FOLDER = "mlartifacts"
 
 
 def flatten(tree, prefix: str = "") -> dict[str, str]:
@@ -39,6 +44,31 @@ def config_hash(cfg: DictConfig) -> str:
     for key in NOT_HASHED_TRAINER:
         tree.get("trainer", {}).pop(key, None)
     return hashlib.sha1(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def portable(value):
+    """An absolute path (or sqlite URI of one) as a path relative to the working directory, so that what a run
+    records names no folder of the machine that made it; any other value unchanged."""
+    if not isinstance(value, str):
+        return value
+    if value.startswith("sqlite:////"):
+        return "sqlite:///" + os.path.relpath(value[len("sqlite:///"):])
+    if value.startswith("/"):
+        return os.path.relpath(value)
+    return value
+
+
+def portable_tree(tree):
+    if isinstance(tree, dict):
+        return {key: portable_tree(value) for key, value in tree.items()}
+    if isinstance(tree, list):
+        return [portable_tree(value) for value in tree]
+    return portable(tree)
+
+
+def portable_argument(argument: str) -> str:
+    key, equals, value = argument.partition("=")
+    return f"{key}={portable(value)}" if equals else portable(argument)
 
 
 def git_commit() -> str | None:
@@ -105,9 +135,11 @@ def command_tags() -> dict[str, str]:
 
     from hydra.core.hydra_config import HydraConfig
 
-    tags = {"command": " ".join(["python -m sift_bench", *sys.argv[1:]])}
+    tags = {"command": " ".join(["python -m sift_bench", *map(portable_argument, sys.argv[1:])]),
+            # MLflow would record sys.argv[0], an absolute path.
+            "mlflow.source.name": "sift_bench"}
     if HydraConfig.initialized():
-        tags["overrides"] = " ".join(HydraConfig.get().overrides.task)
+        tags["overrides"] = " ".join(map(portable_argument, HydraConfig.get().overrides.task))
     return tags
 
 
@@ -128,6 +160,11 @@ def run_name(cfg: DictConfig) -> str:
     return " ".join(part for part in parts if part)
 
 
+def sqlite_folder(uri: str) -> Path | None:
+    """The folder of a sqlite store's file, or None for any other store."""
+    return Path(uri[len("sqlite:///"):]).parent if uri.startswith("sqlite:///") else None
+
+
 def use_store(uri: str, experiment_name: str) -> str:
     """Point MLflow at the store and experiment, creating the experiment with artifacts next to a sqlite file."""
     mlflow.set_tracking_uri(uri)
@@ -135,17 +172,37 @@ def use_store(uri: str, experiment_name: str) -> str:
     experiment = client.get_experiment_by_name(experiment_name)
     if experiment is not None:
         return experiment.experiment_id
-    artifact_location = None
-    if uri.startswith("sqlite:///"):
-        artifact_location = (Path(uri[len("sqlite:///"):]).resolve().parent / "mlartifacts").as_uri()
-    return client.create_experiment(experiment_name, artifact_location=artifact_location)
+    folder = sqlite_folder(uri)
+    if folder is None:
+        return client.create_experiment(experiment_name)
+    experiment_id = client.create_experiment(experiment_name, artifact_location=(folder.resolve() / ARTIFACTS_FOLDER).as_uri())
+    # MLflow stores an absolute artifact location; a relative one, read against the store's own folder (see
+    # log_config), lets a committed store move to any clone and resume there.
+    with sqlite3.connect(uri[len("sqlite:///"):]) as connection:
+        connection.execute("PRAGMA secure_delete = ON")  # so the replaced absolute path leaves no trace in the file
+        # Experiment 0 is MLflow's own "Default", made with the store, at an absolute ./mlruns of the caller.
+        connection.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id IN (0, ?)",
+                           (ARTIFACTS_FOLDER, int(experiment_id)))
+    return experiment_id
 
 
-def find_finished_run(uri: str, experiment_id: str, fingerprint: str) -> str | None:
+def find_finished_run(uri: str, experiment_id: str, fingerprint: str, timing_slot: str | None = None) -> str | None:
+    """A FINISHED run with this config hash; for the `last` timing slot of a table's baseline, one in that slot."""
+    slot = " and tags.timing_slot = 'last'" if timing_slot == "last" else ""
     runs = MlflowClient(uri).search_runs(
-        [experiment_id], filter_string=f"tags.config_hash = '{fingerprint}' and attributes.status = 'FINISHED'", max_results=1
-    )
+        [experiment_id], max_results=1,
+        filter_string=f"tags.config_hash = '{fingerprint}' and attributes.status = 'FINISHED'{slot}")
     return runs[0].info.run_id if runs else None
+
+
+def finished_since(uri: str, experiment_id: str, task: str, scale: str, sifter: str, machine_kind: str,
+                   since_ms: int) -> bool:
+    """Whether a run of this task, scale and sifter FINISHED on this machine kind after `since_ms`."""
+    runs = MlflowClient(uri).search_runs(
+        [experiment_id], max_results=50_000,
+        filter_string=f"tags.task = '{task}' and tags.scale = '{scale}' and tags.sifter = '{sifter}' "
+                      f"and attributes.status = 'FINISHED' and attributes.start_time >= {since_ms}")
+    return any(run.data.tags.get("machine.kind") == machine_kind for run in runs)
 
 
 def finished_machine_kinds(uri: str, experiment_id: str, task: str, scale: str,
@@ -186,6 +243,8 @@ def run_tags(cfg: DictConfig, model_name: str, dataset_name: str, fingerprint: s
         "seed": str(cfg.seed),
         "config_hash": fingerprint,
     }
+    if cfg.tracking.timing_slot:
+        tags["timing_slot"] = str(cfg.tracking.timing_slot)
     tags.update(machine_tags())
     tags.update(command_tags())
     commit = git_commit()
@@ -199,10 +258,23 @@ def start_run(cfg: DictConfig, experiment_id: str, tags: dict[str, str]):
     run = mlflow.start_run(
         experiment_id=experiment_id, run_name=run_name(cfg), tags=tags, parent_run_id=os.environ.get(PARENT_RUN_ENV) or None
     )
-    tree = OmegaConf.to_container(cfg, resolve=True)
+    tree = portable_tree(OmegaConf.to_container(cfg, resolve=True))
     mlflow.log_params(flatten(tree))
-    mlflow.log_dict(tree, "config.yaml")
+    log_config(cfg.tracking.uri, run, tree)
     return run
+
+
+def log_config(uri: str, run, tree: dict) -> None:
+    """The resolved config as the run's `config.yaml` artifact. A relative artifact location (a store made by
+    use_store) lies in the sqlite file's own folder, wherever the command runs."""
+    artifact_uri = run.info.artifact_uri
+    folder = sqlite_folder(uri)
+    if folder is None or "://" in artifact_uri or artifact_uri.startswith(("/", "file:")):
+        mlflow.log_dict(tree, "config.yaml")
+        return
+    target = folder / artifact_uri / "config.yaml"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(yaml.safe_dump(tree, sort_keys=False))
 
 
 class EvalLogger:
@@ -213,7 +285,7 @@ class EvalLogger:
 
     def __call__(self, point) -> None:
         mlflow.log_metrics({
-            "train_loss": point.train_loss, "eval_accuracy": point.eval_accuracy, "pct_accepted": point.pct_accepted,
+            "train_loss": point.train_loss, "val_accuracy": point.val_accuracy, "test_accuracy": point.test_accuracy, "pct_accepted": point.pct_accepted,
             "epoch": point.epoch, "train_time_s": point.train_time_s, "samples_seen": point.samples_seen,
             "samples_trained": point.samples_trained, "lr_multiplier": point.lr_multiplier,
         }, step=self.step)
@@ -223,7 +295,7 @@ class EvalLogger:
 def log_final(result, cost_usd: float) -> None:
     # Logged at the last evaluation's step, so each metric's latest value is the run's final figure.
     mlflow.log_metrics({
-        "eval_accuracy": result.eval_accuracy, "train_time_s": result.train_time_s, "sift_time_s": result.sift_time_s,
+        "val_accuracy": result.val_accuracy, "test_accuracy": result.test_accuracy, "train_time_s": result.train_time_s, "sift_time_s": result.sift_time_s,
         "eval_time_s": result.eval_time_s, "cost_usd": cost_usd, "pct_accepted": result.pct_accepted,
         "samples_seen": result.samples_seen, "samples_trained": result.samples_trained,
         "time_to_target_s": result.time_to_target_s, "other_cpu_s": result.other_cpu_s,

@@ -29,21 +29,23 @@ class EvalPoint:
     samples_trained: int
     train_time_s: float
     train_loss: float
-    eval_accuracy: float
+    val_accuracy: float  # chooses settings (and times the target)
+    test_accuracy: float  # reports them
     pct_accepted: float
     lr_multiplier: float  # where the schedule stands: reaches final_lr_fraction only if training completed it
 
 
 @dataclass
 class TrainResult:
-    eval_accuracy: float
+    val_accuracy: float
+    test_accuracy: float
     train_time_s: float
     sift_time_s: float
     eval_time_s: float
     samples_seen: int
     samples_trained: int
     pct_accepted: float
-    time_to_target_s: float  # NaN when the target was never reached
+    time_to_target_s: float  # first train time with validation accuracy >= the target; NaN when never reached
     work_trained: int  # compute units trained on (samples, or padded tokens for text): see TaskParts.work_of
     other_cpu_s: float  # CPU seconds other processes used meanwhile: near 0 on a quiet machine
     other_cpu_fraction: float  # other_cpu_s per second of wall time: above a few % the timing is suspect
@@ -67,10 +69,15 @@ def build_optimizer(model: torch.nn.Module, optimizer_cfg) -> torch.optim.Optimi
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() > 1]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() <= 1]
     groups = [{"params": decay, "weight_decay": optimizer_cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    # torch's default on the CPU is the per-tensor for-loop; foreach and fused do one kernel over all tensors.
+    implementation = {"for-loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}[
+        optimizer_cfg.implementation]
     if optimizer_cfg.name == "sgd":
-        return torch.optim.SGD(groups, lr=optimizer_cfg.lr, momentum=optimizer_cfg.momentum, nesterov=optimizer_cfg.nesterov)
+        return torch.optim.SGD(groups, lr=optimizer_cfg.lr, momentum=optimizer_cfg.momentum, nesterov=optimizer_cfg.nesterov,
+                               **implementation)
     if optimizer_cfg.name == "adamw":
-        return torch.optim.AdamW(groups, lr=optimizer_cfg.lr, betas=tuple(optimizer_cfg.betas), eps=optimizer_cfg.eps)
+        return torch.optim.AdamW(groups, lr=optimizer_cfg.lr, betas=tuple(optimizer_cfg.betas), eps=optimizer_cfg.eps,
+                                 **implementation)
     raise ValueError(f"trainer.optimizer.name must be 'sgd' or 'adamw', got {optimizer_cfg.name!r}")
 
 
@@ -81,18 +88,21 @@ def autocast_factory(device: torch.device, precision: str) -> Callable:
     return lambda: torch.autocast(device_type=device.type, dtype=dtype)
 
 
-def evaluate(parts: TaskParts, autocast: Callable) -> float:
-    """Accuracy in percent over the whole evaluation split."""
+def evaluate(parts: TaskParts, autocast: Callable) -> dict[str, float]:
+    """Accuracy in percent over each whole evaluation split: {"val": ..., "test": ...}."""
     model = parts.model
     was_training = model.training
     model.eval()
-    correct = total = 0
+    accuracies = {}
     with torch.no_grad(), autocast():
-        for batch in parts.eval_loader:
-            correct += parts.count_correct(model, batch)
-            total += parts.batch_size_of(batch)
+        for split, loader in parts.eval_loaders.items():
+            correct = total = 0
+            for batch in loader:
+                correct += parts.count_correct(model, batch)
+                total += parts.batch_size_of(batch)
+            accuracies[split] = 100.0 * correct / total
     model.train(was_training)
-    return 100.0 * correct / total
+    return accuracies
 
 
 def _progress_bar(total: int, enabled: bool):
@@ -156,13 +166,14 @@ def train(
         eval_time += time.perf_counter() - start
         point = EvalPoint(
             epoch=epoch_position, samples_seen=samples_seen, samples_trained=samples_trained, train_time_s=train_time,
-            train_loss=loss_mean, eval_accuracy=accuracy, pct_accepted=100.0 * epoch_trained / max(epoch_seen, 1),
+            train_loss=loss_mean, val_accuracy=accuracy["val"], test_accuracy=accuracy["test"], pct_accepted=100.0 * epoch_trained / max(epoch_seen, 1),
             lr_multiplier=lr_multiplier,
         )
         history.append(point)
-        log.info("epoch %.2f  train_loss %.4f  eval_accuracy %.2f %%  accepted %.1f %%  train_time %.1f s",
-                 point.epoch, point.train_loss, point.eval_accuracy, point.pct_accepted, point.train_time_s)
-        if target_accuracy is not None and math.isnan(time_to_target) and accuracy >= target_accuracy:
+        log.info("epoch %.2f  train_loss %.4f  val_accuracy %.2f %%  test_accuracy %.2f %%  accepted %.1f %%  "
+                 "train_time %.1f s", point.epoch, point.train_loss, point.val_accuracy, point.test_accuracy,
+                 point.pct_accepted, point.train_time_s)
+        if target_accuracy is not None and math.isnan(time_to_target) and point.val_accuracy >= target_accuracy:
             time_to_target = train_time
         if on_eval:
             on_eval(point)
@@ -212,7 +223,8 @@ def train(
     other_cpu_s, other_cpu_fraction = other_cpu.stop()
 
     return TrainResult(
-        eval_accuracy=history[-1].eval_accuracy,
+        val_accuracy=history[-1].val_accuracy,
+        test_accuracy=history[-1].test_accuracy,
         train_time_s=train_time,
         sift_time_s=sifter.stats.scoring_seconds if sifter else 0.0,
         eval_time_s=eval_time,

@@ -12,6 +12,7 @@ from sift_bench.sifting import (
     StaleLossSiftConfig,
 )
 
+OPTIMIZER_IMPLEMENTATIONS = ("for-loop", "foreach", "fused")
 SIFTERS = ("none", "relative_probabilistic", "random", "stale_loss", "infobatch")
 
 
@@ -71,6 +72,8 @@ def validate(cfg: DictConfig):
     """Validate the whole job config; returns the sift config (None for the baseline)."""
     sift_config = build_sift_config(cfg.sifter)
     start_deadline(cfg.tracking.start_before)
+    _require(cfg.tracking.timing_slot in (None, "first", "last"), "tracking.timing_slot", cfg.tracking.timing_slot,
+             "null, 'first' or 'last'")
     trainer = cfg.trainer
     _require(_is_int(cfg.seed) and cfg.seed >= 0, "seed", cfg.seed, "an integer >= 0")
     _require(_is_int(trainer.epochs) and trainer.epochs >= 1, "trainer.epochs", trainer.epochs, "an integer >= 1")
@@ -84,6 +87,8 @@ def validate(cfg: DictConfig):
     lr = trainer.optimizer.lr
     _require(isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0, "trainer.optimizer.lr", lr, "a finite number > 0")
     _require(trainer.optimizer.name in ("sgd", "adamw"), "trainer.optimizer.name", trainer.optimizer.name, "'sgd' or 'adamw'")
+    _require(trainer.optimizer.implementation in OPTIMIZER_IMPLEMENTATIONS, "trainer.optimizer.implementation",
+             trainer.optimizer.implementation, f"one of {OPTIMIZER_IMPLEMENTATIONS}")
     _require(trainer.schedule.name in SCHEDULES, "trainer.schedule.name", trainer.schedule.name, f"one of {SCHEDULES}")
     _require(0 <= trainer.schedule.warmup_fraction < 1, "trainer.schedule.warmup_fraction",
              trainer.schedule.warmup_fraction, "a number in [0, 1)")
@@ -96,6 +101,9 @@ def validate(cfg: DictConfig):
              cfg.cost.usd_per_hour, "a number >= 0")
     subset = cfg.task.data.train_subset
     _require(subset is None or (_is_int(subset) and subset >= 1), "task.data.train_subset", subset, "null or an integer >= 1")
+    val_size = cfg.task.data.val_size
+    _require(_is_int(val_size) and val_size >= 1, "task.data.val_size", val_size,
+             "an integer >= 1 (training samples held out to choose settings on)")
     sources = {"cifar10_resnet": ("zip", "torchvision", "synthetic"), "sst2_bert": ("tsv", "hub", "synthetic")}
     _require(cfg.task.name in sources, "task.name", cfg.task.name, f"one of {sorted(sources)}")
     _require(cfg.task.data.source in sources[cfg.task.name], "task.data.source", cfg.task.data.source,

@@ -4,10 +4,13 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from sift_bench.data import DataNotFoundError
+from conftest import compose_config
+from sift_bench.data import DataNotFoundError, class_balanced_holdout
 from sift_bench.data.cifar10 import CifarLoader, load_cifar10, make_synthetic, random_crop_flip
 from sift_bench.data.sst2 import PadCollator, TokenizedDataset, load_sst2, make_synthetic as make_sentences, trim_padding
+from sift_bench.tasks import build_task
 from sift_bench.tasks.sst2_bert import offline_minilm_dir
+from sift_bench.validation import ConfigError
 
 
 @pytest.fixture(scope="module")
@@ -107,3 +110,41 @@ def test_tokenised_sst2_pads_to_a_fixed_width_and_trims_per_batch(tmp_path):
     trimmed = trim_padding(batch)
     assert trimmed["input_ids"].shape == (8, longest) and torch.equal(trimmed["labels"], batch["labels"])
     assert torch.equal(trimmed["input_ids"][0, : len(dataset[0][0])], dataset[0][0].long())
+
+
+def test_cifar10_validation_is_a_seeded_class_balanced_holdout_of_train(cifar):
+    held, rest = class_balanced_holdout(cifar.train_labels, 5000)
+    assert len(held) == 5000 and len(rest) == 45000
+    assert set(held.tolist()).isdisjoint(rest.tolist()) and len(set(held.tolist()) | set(rest.tolist())) == 50000
+    assert cifar.train_labels[held].bincount().tolist() == [500] * 10
+    again, _ = class_balanced_holdout(cifar.train_labels, 5000)
+    assert torch.equal(held, again)  # the same split for every run of a table
+    with pytest.raises(ConfigError, match="task.data.val_size=5005"):
+        class_balanced_holdout(cifar.train_labels, 5005)
+
+
+@pytest.mark.parametrize("task,val_size,train_size,test_size", [
+    ("cifar10_resnet", 5000, 45000, 10000), ("sst2_bert", 1000, 10000, 872)])
+def test_cpu_tasks_train_on_one_split_choose_on_validation_and_report_on_test(task, val_size, train_size, test_size,
+                                                                              data_dir, tmp_path):
+    cfg = compose_config([f"task={task}", "scale=cpu", f"paths.data_dir={data_dir}", f"paths.cache_dir={tmp_path}"])
+    parts = build_task(cfg, torch.device("cpu"))
+    assert parts.num_train_samples == train_size and set(parts.eval_loaders) == {"val", "test"}
+
+    def ids_of(loader):
+        ids = []
+        for batch in loader:
+            ids += (batch[2] if task == "cifar10_resnet" else batch["sample_id"]).tolist()
+        return ids
+
+    def count(loader):
+        return sum(parts.batch_size_of(batch) for batch in loader)
+
+    assert count(parts.eval_loaders["val"]) == val_size and count(parts.eval_loaders["test"]) == test_size
+    if task == "sst2_bert":
+        # Validation sentences are GLUE train sentences outside the training subset.
+        train_ids = ids_of(parts.train_loader)
+        assert len(train_ids) == train_size == len(set(train_ids))
+        train_texts = {tuple(parts.train_loader.dataset.dataset.input_ids[i].tolist()) for i in range(train_size)}
+        val_texts = [tuple(ids.tolist()) for ids in parts.eval_loaders["val"].dataset.input_ids]
+        assert sum(text in train_texts for text in val_texts) < 0.05 * val_size  # only SST-2's duplicate phrases

@@ -364,6 +364,16 @@ def test_seed_decides_the_selection(same_seed):
 
 # ---- scoring does not disturb the model --------------------------------------
 
+def test_seed_none_follows_torch_manual_seed():
+    def yielded_ids(global_seed):
+        torch.manual_seed(global_seed)
+        sifter = SiftingDataloader(random_config(0.5), id_loader(2000, 50), RaisingLoss(), None, seed=None)
+        return run_epoch(sifter)[1]
+
+    assert yielded_ids(5) == yielded_ids(5)
+    assert yielded_ids(5) != yielded_ids(6)
+
+
 
 def test_scoring_runs_in_eval_without_grad_and_restores_modes():
     model = tiny_net()

@@ -70,15 +70,15 @@ def test_same_seed_same_run(tmp_path):
     _, first = run_training(smoke_config(overrides, tmp_path))
     _, second = run_training(smoke_config(overrides, tmp_path))
     assert [p.train_loss for p in first.history] == [p.train_loss for p in second.history]
-    assert first.samples_trained == second.samples_trained and first.eval_accuracy == second.eval_accuracy
+    assert first.samples_trained == second.samples_trained and first.test_accuracy == second.test_accuracy
     _, other = run_training(smoke_config([*overrides[:-1], "seed=6"], tmp_path))
     assert [p.train_loss for p in other.history] != [p.train_loss for p in first.history]
 
 
-def test_time_to_target_is_the_train_time_of_the_first_evaluation_at_target(tmp_path):
+def test_time_to_target_is_the_train_time_of_the_first_validation_at_target(tmp_path):
     cfg = smoke_config(["task=sst2_bert", "sifter=none", "trainer.epochs=3", "task.target_accuracy=60"], tmp_path)
     _, result = run_training(cfg)
-    reached = [p for p in result.history if p.eval_accuracy >= 60]
+    reached = [p for p in result.history if p.val_accuracy >= 60]
     if reached:
         assert result.time_to_target_s == reached[0].train_time_s
     else:

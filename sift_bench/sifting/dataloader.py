@@ -127,7 +127,9 @@ class SiftingDataloader:
     batch_transforms: a ``SiftingBatchTransform``; by default one is chosen per
         batch type for a tensor, a tuple or list of tensors, or a dict of
         tensors (a Hugging Face ``BatchEncoding`` too).
-    seed: seeds the generator of all sampling decisions; None draws a random seed.
+    seed: seeds the generator of all sampling decisions; None draws the seed from
+        torch's global generator, so ``torch.manual_seed`` alone makes a run
+        repeatable (as it does for a ``DataLoader`` without a generator).
     sample_ids: batch -> integer tensor [n] of sample ids in [0, num_samples),
         for the training-loss policies; default ``default_sample_ids`` (the last
         element of a tuple batch, ``batch["sample_id"]`` of a dict batch, as
@@ -225,11 +227,9 @@ class SiftingDataloader:
         self.sift_delay = base_config.sift_delay
         self.repeat_delay_per_epoch = base_config.repeat_delay_per_epoch
 
-        self.generator = torch.Generator()
         if seed is None:
-            self.generator.seed()
-        else:
-            self.generator.manual_seed(seed)
+            seed = int(torch.randint(0, 2**62, (), dtype=torch.int64))
+        self.generator = torch.Generator().manual_seed(seed)
         self.loss_history = (
             LossHistory(sift_config.loss_history_length)
             if self.is_loss_based or self.is_stale_loss

@@ -11,7 +11,8 @@ import torch
 class TaskParts:
     model: torch.nn.Module
     train_loader: Iterable  # re-iterable, exposes batch_size (and drop_last)
-    eval_loader: Iterable
+    # {"val": ..., "test": ...}: validation chooses settings, test reports them.
+    eval_loaders: dict[str, Iterable]
     # (model, batch) -> per-sample losses [n]; moves the batch to the model's device itself.
     per_sample_loss: Callable[[torch.nn.Module, object], torch.Tensor]
     # (model, batch) -> number of correct predictions in the batch.

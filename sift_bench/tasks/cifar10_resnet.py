@@ -3,7 +3,7 @@
 import torch
 import torch.nn.functional as F
 
-from sift_bench.data import fixed_subset
+from sift_bench.data import class_balanced_holdout, fixed_subset
 from sift_bench.data.cifar10 import CifarLoader, load_cifar10
 from sift_bench.models.resnet import build_resnet
 from sift_bench.tasks import TaskParts
@@ -17,20 +17,24 @@ def build(cfg, device: torch.device) -> TaskParts:
         cfg.paths.cache_dir,
         synthetic_size=(data.synthetic_train_size, data.synthetic_test_size),
     )
+    # Validation chooses settings, test reports them: a class-balanced share of the training images is held out.
+    val_index, train_index = class_balanced_holdout(arrays.train_labels, data.val_size)
+    val_images, val_labels = arrays.train_images[val_index], arrays.train_labels[val_index]
     if data.train_subset:
-        keep = fixed_subset(len(arrays.train_labels), data.train_subset)
-        arrays.train_images, arrays.train_labels = arrays.train_images[keep], arrays.train_labels[keep]
+        train_index = train_index[fixed_subset(len(train_index), data.train_subset)]
+    train_images, train_labels = arrays.train_images[train_index], arrays.train_labels[train_index]
     channels_last = bool(cfg.scale.channels_last)
     model = build_resnet(task.model.arch, num_classes=10, width_multiplier=task.model.width_multiplier)
     model = model.to(device, memory_format=torch.channels_last if channels_last else torch.contiguous_format)
     train_loader = CifarLoader(
-        arrays.train_images, arrays.train_labels, cfg.trainer.batch_size, train=True, device=device,
+        train_images, train_labels, cfg.trainer.batch_size, train=True, device=device,
         channels_last=channels_last, crop_padding=data.crop_padding, seed=cfg.seed,
     )
-    eval_loader = CifarLoader(
-        arrays.test_images, arrays.test_labels, cfg.trainer.eval_batch_size, train=False, device=device,
-        channels_last=channels_last,
-    )
+    eval_loaders = {
+        split: CifarLoader(images, labels, cfg.trainer.eval_batch_size, train=False, device=device,
+                           channels_last=channels_last)
+        for split, images, labels in (("val", val_images, val_labels), ("test", arrays.test_images, arrays.test_labels))
+    }
     label_smoothing = float(task.label_smoothing)
 
     # Batches are (images, labels, sample_ids); the ids serve the sifters that remember losses per sample.
@@ -51,12 +55,12 @@ def build(cfg, device: torch.device) -> TaskParts:
     return TaskParts(
         model=model,
         train_loader=train_loader,
-        eval_loader=eval_loader,
+        eval_loaders=eval_loaders,
         per_sample_loss=per_sample_loss,
         count_correct=count_correct,
         batch_size_of=lambda batch: len(batch[1]),
         work_of=lambda batch: len(batch[1]),
-        num_train_samples=len(arrays.train_labels),
+        num_train_samples=len(train_labels),
         model_name=task.model.arch,
         dataset_name=task.dataset,
     )

@@ -9,6 +9,7 @@ from sift_bench.data import DataNotFoundError, fixed_subset
 from sift_bench.data.sst2 import PadCollator, Sentences, TokenizedDataset, load_sst2, trim_padding
 from sift_bench.sifting import IndexedDataset
 from sift_bench.tasks import TaskParts
+from sift_bench.validation import ConfigError
 
 
 def offline_minilm_dir() -> Path:
@@ -67,9 +68,17 @@ def build(cfg, device: torch.device) -> TaskParts:
         data.source, cfg.paths.data_dir, cfg.paths.cache_dir,
         synthetic_size=(data.synthetic_train_size, data.synthetic_test_size),
     )
-    if data.train_subset and data.train_subset < len(train.labels):
-        keep = fixed_subset(len(train.labels), data.train_subset).tolist()
-        train = Sentences([train.texts[i] for i in keep], [train.labels[i] for i in keep])
+    # Validation: the first val_size sentences of GLUE train's fixed permutation, the training subset the next
+    # train_subset (or all the rest); GLUE dev is the test split.
+    order = fixed_subset(len(train.labels), len(train.labels)).tolist()
+    if data.val_size >= len(order):
+        raise ConfigError(f"task.data.val_size={data.val_size} is not allowed: fewer than the {len(order)} training "
+                         "sentences, which it is held out from")
+    val_order, train_order = order[: data.val_size], order[data.val_size:]
+    if data.train_subset:
+        train_order = train_order[: data.train_subset]
+    val = Sentences([train.texts[i] for i in val_order], [train.labels[i] for i in val_order])
+    train = Sentences([train.texts[i] for i in train_order], [train.labels[i] for i in train_order])
     model, tokenizer, model_name = load_model_and_tokenizer(task.model)
     model = model.to(device)
     cache_dir = Path(cfg.paths.cache_dir) / "sst2_tokens"
@@ -80,10 +89,13 @@ def build(cfg, device: torch.device) -> TaskParts:
         IndexedDataset(TokenizedDataset(train, tokenizer, data.max_length, cache_dir)),
         batch_size=cfg.trainer.batch_size, shuffle=True, collate_fn=collate, generator=loader_generator,
     )
-    eval_loader = torch.utils.data.DataLoader(
-        TokenizedDataset(dev, tokenizer, data.max_length, cache_dir),
-        batch_size=cfg.trainer.eval_batch_size, shuffle=False, collate_fn=collate,
-    )
+    eval_loaders = {
+        split: torch.utils.data.DataLoader(
+            TokenizedDataset(sentences, tokenizer, data.max_length, cache_dir),
+            batch_size=cfg.trainer.eval_batch_size, shuffle=False, collate_fn=collate,
+        )
+        for split, sentences in (("val", val), ("test", dev))
+    }
 
     def forward(model, batch):
         batch = trim_padding(batch)
@@ -104,7 +116,7 @@ def build(cfg, device: torch.device) -> TaskParts:
     return TaskParts(
         model=model,
         train_loader=train_loader,
-        eval_loader=eval_loader,
+        eval_loaders=eval_loaders,
         per_sample_loss=per_sample_loss,
         count_correct=count_correct,
         batch_size_of=lambda batch: len(batch["labels"]),

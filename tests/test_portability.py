@@ -1,0 +1,59 @@
+"""What is committed reads and resumes from a clone anywhere: no absolute path of the machine that made it."""
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+
+from conftest import ROOT, run_cli
+
+# An absolute filesystem path in a text or in the sqlite file's bytes: a file URI or a path under a usual root.
+ABSOLUTE_PATH = re.compile(rb"file://|(?<![\w.~-])/(?:work|home|root|tmp|Users|mnt|opt|var|srv|scratch)/")
+
+
+def committed_files(folder: str) -> list[Path]:
+    listed = subprocess.run(["git", "ls-files", folder], cwd=ROOT, capture_output=True, text=True, check=True)
+    return [ROOT / name for name in listed.stdout.split()]
+
+
+def test_no_committed_result_holds_an_absolute_path():
+    files = committed_files("results")
+    assert files, "git ls-files found nothing under results/"
+    offenders = [str(path.relative_to(ROOT)) for path in files
+                 if path.is_file() and ABSOLUTE_PATH.search(path.read_bytes())]
+    assert offenders == []
+
+
+def test_the_pattern_finds_the_paths_a_store_used_to_carry():
+    for text in (b"file:///work/main/results/cpu/mlartifacts", b"data_dir\x00/work/shared/data", b"/root/x", b"/tmp/a"):
+        assert ABSOLUTE_PATH.search(text), text
+    for text in (b"sqlite:///results/cpu/mlflow.db", b"../shared/data", b"mlartifacts/abc/artifacts", b"a/work/b"):
+        assert not ABSOLUTE_PATH.search(text), text
+
+
+def test_a_store_moves_with_its_artifacts_and_resumes_from_anywhere(tmp_path):
+    made_here, clone = tmp_path / "made", tmp_path / "clone"
+    (made_here / "results").mkdir(parents=True)
+    args = ["task=sst2_bert", "sifter=none", "scale=smoke", "trainer.epochs=1", "tracking.skip_finished=true"]
+    # An absolute store URI, data and cache dirs (run_cli's environment): nothing of them may stay in the store.
+    first = run_cli([*args, f"tracking.uri=sqlite:///{made_here / 'results' / 'mlflow.db'}"], made_here)
+    assert first.returncode == 0, first.stderr[-3000:]
+    shutil.copytree(made_here / "results", clone / "results")
+    shutil.rmtree(made_here)
+    assert not ABSOLUTE_PATH.search((clone / "results" / "mlflow.db").read_bytes())
+    assert str(tmp_path).encode() not in (clone / "results" / "mlflow.db").read_bytes()
+
+    store = "sqlite:///results/mlflow.db"
+    resumed = run_cli([*args, f"tracking.uri={store}"], clone, timeout=120)
+    assert resumed.returncode == 0 and "skipped, run" in resumed.stdout
+    added = run_cli([*args, "seed=1", f"tracking.uri={store}"], clone)
+    assert added.returncode == 0, added.stderr[-3000:]
+    assert not made_here.exists()  # nothing was written to the folder the store came from
+    runs = MlflowClient(f"sqlite:///{clone / 'results' / 'mlflow.db'}").search_runs(
+        [MlflowClient(f"sqlite:///{clone / 'results' / 'mlflow.db'}").get_experiment_by_name("sift_bench").experiment_id])
+    assert sorted(run.data.tags["seed"] for run in runs) == ["0", "1"]
+    for run in runs:
+        assert (clone / "results" / run.info.artifact_uri / "config.yaml").is_file()
+        assert not ABSOLUTE_PATH.search(" ".join([*run.data.params.values(), *run.data.tags.values()]).encode())
