@@ -88,7 +88,12 @@ def run_job(cfg: DictConfig) -> float | None:
     fingerprint = tracking.config_hash(cfg)
     this_kind = tracking.machine_tags()["machine.kind"]
     if cfg.tracking.skip_finished:
-        done = tracking.find_finished_run(cfg.tracking.uri, experiment_id, fingerprint, cfg.tracking.timing_slot)
+        done = tracking.find_finished_run(cfg.tracking.uri, experiment_id, fingerprint, cfg.tracking.timing_slot,
+                                          clean_only=cfg.tracking.rerun_contended)
+        if not done and cfg.tracking.rerun_contended and tracking.find_finished_run(
+                cfg.tracking.uri, experiment_id, fingerprint, cfg.tracking.timing_slot):
+            print("sift_bench: every FINISHED run with this config was timed while other processes used the machine "
+                  "(tracking.rerun_contended=true): running it again")
         retime = done and cfg.sifter.name == "none" and baseline_retime_reason(cfg, experiment_id, this_kind)
         if retime:
             print(f"sift_bench: run {done} already FINISHED with this config, but {retime}: running it again")
@@ -122,7 +127,9 @@ def run_job(cfg: DictConfig) -> float | None:
         tracking.log_final(result, cost_usd)
     except KeyboardInterrupt:
         mlflow.end_run("KILLED")
-        raise
+        # One line, not a traceback: what was stopped and where it is recorded. Exit status as for SIGINT.
+        print(f"sift_bench: interrupted, run {run.info.run_id} marked KILLED in {cfg.tracking.uri}", file=sys.stderr)
+        sys.exit(130)
     except BaseException:
         mlflow.end_run("FAILED")
         raise

@@ -17,6 +17,12 @@ def machine_busy_seconds() -> float | None:
     return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS
 
 
+# Other processes' CPU per second of a run's wall time, in cores, above which the run's time is suspect: the
+# report flags such runs, uses them as a time reference only when no other baseline is clean, and the table
+# sweeps (tracking.rerun_contended) train them again.
+CONTENDED_FRACTION = 0.05
+
+
 class OtherCpuMeter:
     """CPU seconds used by other processes between start() and stop(): machine busy time minus our own."""
 

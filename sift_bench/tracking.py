@@ -16,6 +16,8 @@ import yaml
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
+from sift_bench.machine import CONTENDED_FRACTION
+
 PARENT_RUN_ENV = "SIFT_BENCH_PARENT_RUN_ID"
 SWEEP_STARTED_ENV = "SIFT_BENCH_SWEEP_STARTED_MS"  # when this sitting's sweep began, in ms since the epoch
 # Settings that say where things are, how they are shown or priced, or how a sweep is laid out (`table` is only
@@ -186,12 +188,15 @@ def use_store(uri: str, experiment_name: str) -> str:
     return experiment_id
 
 
-def find_finished_run(uri: str, experiment_id: str, fingerprint: str, timing_slot: str | None = None) -> str | None:
-    """A FINISHED run with this config hash; for the `last` timing slot of a table's baseline, one in that slot."""
+def find_finished_run(uri: str, experiment_id: str, fingerprint: str, timing_slot: str | None = None,
+                      clean_only: bool = False) -> str | None:
+    """A FINISHED run with this config hash; for the `last` timing slot of a table's baseline, one in that slot;
+    with `clean_only`, one during which other processes used at most CONTENDED_FRACTION of a core."""
     slot = " and tags.timing_slot = 'last'" if timing_slot == "last" else ""
+    clean = f" and metrics.other_cpu_fraction <= {CONTENDED_FRACTION}" if clean_only else ""
     runs = MlflowClient(uri).search_runs(
         [experiment_id], max_results=1,
-        filter_string=f"tags.config_hash = '{fingerprint}' and attributes.status = 'FINISHED'{slot}")
+        filter_string=f"tags.config_hash = '{fingerprint}' and attributes.status = 'FINISHED'{slot}{clean}")
     return runs[0].info.run_id if runs else None
 
 

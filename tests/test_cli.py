@@ -116,12 +116,14 @@ def test_interrupted_run_is_marked_killed(store, tmp_path):
         else:
             pytest.fail("the run never started")
         process.send_signal(signal.SIGINT)
-        process.communicate(timeout=60)
+        _, stderr = process.communicate(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()
-    assert process.returncode != 0
-    assert runs_in(store)[1][0].info.status == "KILLED"
+    assert process.returncode == 130
+    run = runs_in(store)[1][0]
+    assert run.info.status == "KILLED"
+    assert f"sift_bench: interrupted, run {run.info.run_id} marked KILLED" in stderr and "Traceback" not in stderr
 
 
 def test_multirun_makes_a_parent_with_children_and_resume_skips_finished(store, tmp_path):
@@ -269,3 +271,32 @@ def test_a_table_sitting_times_the_baseline_first_and_last_and_the_next_sitting_
     # A single job is no sitting of a sweep: it resumes as before.
     single = run_cli([arg for arg in args if arg != "-m" and not arg.startswith("+table_row")] + ["sifter=none"], tmp_path)
     assert single.returncode == 0 and "skipped, run" in single.stdout
+
+
+def test_help_says_what_sift_bench_does_with_the_commands_and_groups(tmp_path):
+    result = run_cli(["--help"], tmp_path, timeout=60)
+    assert result.returncode == 0
+    assert result.stdout.startswith("sift_bench: does smart sifting")
+    assert "python -m sift_bench +experiment=bert" in result.stdout
+    for group in ("task:", "sifter:", "scale:"):
+        assert group in result.stdout
+    assert "relative_probabilistic" in result.stdout and "beta_value" in result.stdout
+
+
+def test_a_table_resume_trains_again_a_run_timed_on_a_busy_machine(store, tmp_path):
+    args = ["task=sst2_bert", "sifter=none", "scale=smoke", "trainer.epochs=1", "tracking.skip_finished=true",
+            f"tracking.uri={store}"]
+    assert run_cli(args, tmp_path).returncode == 0
+    client, runs = runs_in(store)
+    client.log_metric(runs[0].info.run_id, "other_cpu_fraction", 0.3, step=100)  # another process shared the machine
+    plain = run_cli(args, tmp_path, timeout=120)
+    assert "skipped, run" in plain.stdout and len(runs_in(store)[1]) == 1  # off by default
+    again = run_cli([*args, "tracking.rerun_contended=true"], tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "timed while other processes used the machine" in again.stdout and len(runs_in(store)[1]) == 2
+    newest = max(runs_in(store)[1], key=lambda run: run.info.start_time)
+    client.log_metric(newest.info.run_id, "other_cpu_fraction", 0.01, step=100)  # pin it clean for this test
+    third = run_cli([*args, "tracking.rerun_contended=true"], tmp_path, timeout=120)
+    assert f"skipped, run {newest.info.run_id}" in third.stdout and len(runs_in(store)[1]) == 2
+    for table in ("bert_table", "resnet_table"):
+        assert compose_config([f"+experiment={table}"]).tracking.rerun_contended is True

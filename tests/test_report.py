@@ -2,10 +2,12 @@
 
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 from mlflow.entities import Metric, Param
@@ -13,6 +15,7 @@ from mlflow.tracking import MlflowClient
 
 from conftest import ROOT
 from sift_bench import report
+from sift_bench.report import markdown
 from sift_bench.report.__main__ import main
 
 SST2 = {"task": "sst2_bert", "model": "all-MiniLM-L6-v2", "dataset": "sst2"}
@@ -24,7 +27,7 @@ KEEP50 = {**KEEP25, "keep_fraction": "0.5"}
 NONE = {"sifter": "none"}
 SIFTER_KEYS = ("beta_value", "loss_history_length", "sift_delay", "keep_fraction", "prune_ratio")
 
-# sst2 by hand: (sifter, seed, train_time_s, cost_usd, eval_accuracy, pct_accepted)
+# sst2 by hand: (sifter, seed, train_time_s, cost_usd, test_accuracy, pct_accepted); validation = test unless given.
 SST2_RUNS = [
     (NONE, 0, 100.0, 0.100, 80.0, 100.0), (NONE, 1, 110.0, 0.110, 82.0, 100.0),
     (RP3, 0, 70.0, 0.070, 81.0, 26.0), (RP3, 1, 77.0, 0.077, 81.4, 28.0),
@@ -35,15 +38,16 @@ SST2_RUNS = [
 
 
 def frame_row(task: dict, sifter: dict, seed, time_s, cost, accuracy, accepted, *, scale="cpu", status="FINISHED",
-              run_id=None) -> dict:
-    """One run as `mlflow.search_runs` gives it: tags.*, params.* (strings), metrics.* (last values)."""
+              run_id=None, val=None) -> dict:
+    """One run as `mlflow.search_runs` gives it: tags.*, params.* (strings), metrics.* (last values). Each seed
+    starts at its own second, so a run's nearest baseline in time is the baseline of its seed."""
     row = {"run_id": run_id or f"{task['task']}-{sifter['sifter']}-{'-'.join(sifter.values())}-{seed}",
            "status": status, "start_time": f"2026-01-01 00:00:{seed:02d}+00:00",
            "tags.task": task["task"], "tags.model": task["model"], "tags.dataset": task["dataset"],
            "tags.sifter": sifter["sifter"], "tags.scale": scale, "tags.seed": str(seed),
            "params.sifter.name": sifter["sifter"], "params.seed": str(seed),
-           "metrics.train_time_s": time_s, "metrics.cost_usd": cost, "metrics.eval_accuracy": accuracy,
-           "metrics.pct_accepted": accepted}
+           "metrics.train_time_s": time_s, "metrics.cost_usd": cost, "metrics.test_accuracy": accuracy,
+           "metrics.val_accuracy": accuracy if val is None else val, "metrics.pct_accepted": accepted}
     row.update({f"params.sifter.{key}": value for key, value in sifter.items() if key != "sifter"})
     return row
 
@@ -74,28 +78,34 @@ def test_savings_and_spread_over_seeds_by_hand():
     assert list(table["sifter"]) == ["none", "relative_probabilistic", "relative_probabilistic", "random", "random"]
     base = row_of(table, "sst2_bert", NONE)
     assert base["n_seeds"] == 2 and base["seeds"] == "0 1"
-    assert base["train_time_s"] == pytest.approx(105.0) and base["accuracy"] == pytest.approx(81.0)
-    assert base["accuracy_std"] == pytest.approx(math.sqrt(2))
+    assert base["train_time_s"] == pytest.approx(105.0) and base["test_accuracy"] == pytest.approx(81.0)
+    assert base["test_accuracy_std"] == pytest.approx(math.sqrt(2))
     assert base["pct_time_savings"] == pytest.approx(0.0) and base["accuracy_delta"] == pytest.approx(0.0)
     assert pd.isna(base["beta_value"]) and pd.isna(base["keep_fraction"])
 
     sifted = row_of(table, "sst2_bert", RP3)
     assert sifted["model"] == "all-MiniLM-L6-v2" and sifted["dataset"] == "sst2" and sifted["beta_value"] == "3"
     assert sifted["train_time_s"] == pytest.approx(73.5) and sifted["train_time_std"] == pytest.approx(math.sqrt(24.5))
-    assert sifted["pct_time_savings"] == pytest.approx(100 * (1 - 73.5 / 105))  # 30.0
+    # Each seed against the baseline of its own time (100 s, 110 s): 30 % both.
+    assert sifted["pct_time_savings"] == pytest.approx(100 * (1 - 70 / 100)) and sifted["pct_time_savings_std"] < 1e-9
     assert sifted["pct_cost_savings"] == pytest.approx(30.0)
     assert sifted["pct_accepted"] == pytest.approx(27.0) and sifted["pct_accepted_std"] == pytest.approx(math.sqrt(2))
-    assert sifted["accuracy"] == pytest.approx(81.2) and sifted["accuracy_std"] == pytest.approx(math.sqrt(0.08))
+    assert sifted["test_accuracy"] == pytest.approx(81.2) and sifted["test_accuracy_std"] == pytest.approx(math.sqrt(0.08))
+    assert sifted["val_accuracy"] == pytest.approx(81.2) and sifted["val_accuracy_delta"] == pytest.approx(0.2)
     assert sifted["accuracy_baseline"] == pytest.approx(81.0) and sifted["accuracy_delta"] == pytest.approx(0.2)
     assert sifted["config"] == "relative_probabilistic beta_value=3"  # only the param that differs is named
 
     assert row_of(table, "sst2_bert", KEEP25)["pct_time_savings"] == pytest.approx(40.0)
     assert row_of(table, "sst2_bert", KEEP50)["config"] == "random keep_fraction=0.5"
     for name in ("task", "model", "dataset", "sifter", "beta_value", "loss_history_length", "sift_delay",
-                 "keep_fraction", "n_seeds", "pct_accepted", "pct_time_savings", "pct_cost_savings", "accuracy",
-                 "accuracy_std", "accuracy_baseline", "accuracy_delta", "time_to_target_s", "train_time_s",
-                 "train_time_std", "pct_accepted_std", "seeds"):
+                 "keep_fraction", "n_seeds", "pct_accepted", "pct_time_savings", "pct_cost_savings", "test_accuracy",
+                 "test_accuracy_std", "val_accuracy", "val_accuracy_std", "accuracy_baseline", "accuracy_delta",
+                 "val_accuracy_delta", "time_to_target_s", "train_time_s", "train_time_std", "pct_accepted_std",
+                 "seeds", "frontier_accuracy", "accuracy_vs_frontier", "accuracy_vs_frontier_std",
+                 "verdict_vs_frontier", "frontier_savings", "extra_savings", "val_frontier_accuracy",
+                 "val_accuracy_vs_frontier", "val_verdict_vs_frontier", "val_extra_savings"):
         assert name in table.columns, name
+    assert "accuracy" not in table.columns and "eval_accuracy" not in table.columns
 
 
 def test_a_new_sifter_with_new_params_needs_no_report_change():
@@ -104,7 +114,7 @@ def test_a_new_sifter_with_new_params_needs_no_report_change():
     table = report.build_table(sst2_frame([frame_row(SST2, prune3, 0, 84.0, 0.084, 80.0, 70.0),
                                            frame_row(SST2, prune5, 0, 63.0, 0.063, 79.0, 50.0)]))
     assert "prune_ratio" in table.columns and len(table) == 7
-    assert row_of(table, "sst2_bert", prune5)["pct_time_savings"] == pytest.approx(40.0)
+    assert row_of(table, "sst2_bert", prune5)["pct_time_savings"] == pytest.approx(37.0)  # seed 0: 63 s of 100
     assert row_of(table, "sst2_bert", prune3)["config"] == "infobatch prune_ratio=0.3"
     assert report.is_sifted(table).sum() == 4  # infobatch counts as sifting, not as a control
 
@@ -118,27 +128,42 @@ def test_time_to_target_is_averaged_over_the_seeds_that_reached_it():
     assert base["seeds"] == "0 1 2"
 
 
-def test_each_sifted_config_is_paired_with_the_closest_control():
+def test_each_sifted_config_is_set_against_the_control_interpolated_at_its_pct_accepted():
     pairs = report.pair_controls(report.build_table(sst2_frame())).set_index("config")
-    beta3 = pairs.loc["relative_probabilistic beta_value=3"]  # 27 % accepted: 25 is closer than 50
-    assert beta3["control"] == "random keep_fraction=0.25"
-    assert beta3["accuracy_difference"] == pytest.approx(81.2 - 78.5)
-    assert beta3["spread"] == pytest.approx(math.sqrt(0.5))  # the control's std is the larger
+    # beta=3 at 27 % accepted lies between the controls at 25 % (78.5, std sqrt 0.5) and 50 % (80.25, sqrt 0.125).
+    beta3 = pairs.loc["relative_probabilistic beta_value=3"]
+    weight = (27 - 25) / (50 - 25)
+    control = 78.5 + weight * (80.25 - 78.5)
+    control_std = math.sqrt(0.5) + weight * (math.sqrt(0.125) - math.sqrt(0.5))
+    assert beta3["control"] == "random keep_fraction=0.25 to random keep_fraction=0.5"
+    assert beta3["nearest_control"] == "random keep_fraction=0.25"
+    assert beta3["control_accuracy"] == pytest.approx(control)
+    assert beta3["control_accuracy_std"] == pytest.approx(control_std)
+    assert beta3["accuracy_difference"] == pytest.approx(81.2 - control)
+    assert beta3["spread"] == pytest.approx(control_std)  # larger than beta=3's own sqrt 0.08
     assert beta3["verdict"] == "beat the control"
-    beta1 = pairs.loc["relative_probabilistic beta_value=1"]  # 51 % accepted: pairs with 50
-    assert beta1["control"] == "random keep_fraction=0.5"
-    assert beta1["accuracy_difference"] == pytest.approx(80.0 - 80.25)
+    # beta=1 at 51 %: between the control at 50 % (80.25) and the baseline at 100 % (81.0).
+    beta1 = pairs.loc["relative_probabilistic beta_value=1"]
+    assert beta1["control"] == "random keep_fraction=0.5 to baseline"
+    assert beta1["control_accuracy"] == pytest.approx(80.25 + (51 - 50) / 50 * (81.0 - 80.25))
     assert beta1["verdict"] == "no clear difference (within the spread)"
 
 
-def test_a_tie_between_controls_goes_to_the_first_and_one_seed_cannot_tell():
+def test_a_control_far_off_in_pct_accepted_gives_no_verdict():
+    # 10 % accepted is below the lowest control (25 %): no curve there, so no win however large the gap.
+    frame = sst2_frame([frame_row(SST2, {**RP3, "beta_value": "9"}, seed, 30.0, 0.03, 79.0, 10.0) for seed in (0, 1)])
+    pair = report.pair_controls(report.build_table(frame)).set_index("config").loc["relative_probabilistic beta_value=9"]
+    assert pair["verdict"] == "outside range" and pd.isna(pair["control_accuracy"])
+
+
+def test_a_control_between_two_points_and_one_seed_cannot_tell():
     keep29 = {**KEEP25, "keep_fraction": "0.29"}
     frame = runs_frame([frame_row(SST2, NONE, 0, 100.0, 0.1, 80.0, 100.0),
                         frame_row(SST2, RP3, 0, 70.0, 0.07, 81.0, 27.0),
                         frame_row(SST2, keep29, 0, 70.0, 0.07, 70.0, 29.0),
                         frame_row(SST2, KEEP25, 0, 70.0, 0.07, 75.0, 25.0)])
     pair = report.pair_controls(report.build_table(frame)).iloc[0]
-    assert pair["control"] == "random keep_fraction=0.25"
+    assert pair["control_accuracy"] == pytest.approx((75.0 + 70.0) / 2)
     assert pair["verdict"] == "cannot tell: needs at least 2 seeds on each side"
 
 
@@ -158,6 +183,7 @@ def test_headline_is_the_most_time_saved_within_half_a_point():
     assert lines.loc["sst2_bert", "config"] == "relative_probabilistic beta_value=3"
     assert lines.loc["sst2_bert", "pct_time_savings"] == pytest.approx(30.0)
     assert lines.loc["sst2_bert", "statement"].startswith("30.0 % time savings with relative_probabilistic")
+    assert lines.loc["sst2_bert", "test_accuracy"] == pytest.approx(81.2)
 
 
 def test_headline_edges_exactly_half_a_point_counts_and_none_qualifies():
@@ -211,16 +237,16 @@ def test_split_keeps_finished_runs_of_the_scale_once():
              {"run_id": "parent", "status": "FINISHED", "start_time": "2026-01-01 00:00:00+00:00",
               "tags.run_kind": "sweep", "tags.scale": "cpu"}]
     rows = [frame_row(SST2, *run) for run in SST2_RUNS] + extra
-    rows[0]["tags.config_hash"] = "same"
-    rows.append({**rows[0], "run_id": "rerun", "start_time": "2026-01-02 00:00:00+00:00",
+    rows[2]["tags.config_hash"] = "same"  # beta=3, seed 0
+    rows.append({**rows[2], "run_id": "rerun", "start_time": "2026-01-02 00:00:00+00:00",
                  "metrics.train_time_s": 120.0})
     used, excluded = report.split_runs(runs_frame(rows), "cpu")
     assert len(used) == 10 and "rerun" in set(used["run_id"])
     reasons = excluded.set_index("run_id")["reason"]
     assert reasons["failed"] == "status FAILED" and reasons["running"] == "status RUNNING"
     assert reasons["gpu"] == "scale gpu" and reasons["parent"] == "sweep parent"
-    assert reasons["sst2_bert-none-none-0"] == "rerun: same config_hash as rerun"
-    assert row_of(report.build_table(used), "sst2_bert", NONE)["train_time_s"] == pytest.approx(115.0)
+    assert reasons[rows[2]["run_id"]] == "rerun: same config_hash as rerun"
+    assert row_of(report.build_table(used), "sst2_bert", RP3)["train_time_s"] == pytest.approx((120.0 + 77.0) / 2)
 
 
 AMX = "Intel(R) Xeon(R) Processor, 2 cores, family 6 model 207 amx_bf16 amx_tile avx512_bf16 avx512f"
@@ -243,17 +269,17 @@ def test_savings_pair_each_run_with_the_baseline_of_its_own_machine_kind():
     assert len(used) == 12 and excluded.empty  # the same config and seed on two kinds: both count
     table = report.build_table(used)
     beta3 = row_of(table, "sst2_bert", RP3)
-    savings = [100 * (1 - 70 / 105), 100 * (1 - 77 / 105), 50.0]
+    savings = [100 * (1 - 70 / 100), 100 * (1 - 77 / 110), 50.0]  # each against the AMX baseline of its time
     assert beta3["pct_time_savings"] == pytest.approx(sum(savings) / 3)
     assert beta3["pct_time_savings_std"] == pytest.approx(pd.Series(savings).std())
     assert beta3["pct_cost_savings"] == pytest.approx(sum(savings) / 3)
     assert beta3["n_seeds"] == 3 and beta3["n_runs"] == 3 and beta3["n_machine_kinds"] == 2
-    assert beta3["accuracy"] == pytest.approx((81.0 + 81.4 + 82.0) / 3)
+    assert beta3["test_accuracy"] == pytest.approx((81.0 + 81.4 + 82.0) / 3)
     base = row_of(table, "sst2_bert", NONE)
     # Seed 0 was timed on both kinds: one seed (the mean of its two accuracies), two runs.
     assert base["n_seeds"] == 2 and base["n_runs"] == 3 and base["seeds"] == "0 1"
-    assert base["accuracy"] == pytest.approx(((80.0 + 81.0) / 2 + 82.0) / 2)
-    assert base["pct_time_savings"] == pytest.approx(0.0)  # each kind's baseline against its own mean
+    assert base["test_accuracy"] == pytest.approx(((80.0 + 81.0) / 2 + 82.0) / 2)
+    assert base["pct_time_savings"] == pytest.approx(0.0)  # each baseline run is its own nearest
     assert row_of(table, "sst2_bert", KEEP25)["pct_time_savings"] == pytest.approx(40.0)  # AMX alone: unchanged
     assert report.runs_without_baseline(used) == {}
 
@@ -262,16 +288,25 @@ def test_savings_pair_each_run_with_the_baseline_of_its_own_machine_kind():
     used, _ = report.split_runs(runs_frame(rows + slow + [lone]), "cpu")
     beta3 = row_of(report.build_table(used), "sst2_bert", RP3)
     assert beta3["pct_time_savings"] == pytest.approx(sum(savings) / 3) and beta3["n_seeds"] == 4
-    assert beta3["accuracy"] == pytest.approx((81.0 + 81.4 + 82.0 + 83.0) / 4)
+    assert beta3["test_accuracy"] == pytest.approx((81.0 + 81.4 + 82.0 + 83.0) / 4)
     assert report.runs_without_baseline(used) == {"zen5-rp3-3": ZEN5}
 
 
-def test_a_rerun_on_the_same_machine_kind_counts_once():
-    rows = [{**frame_row(SST2, NONE, 0, 100.0, 0.1, 80.0, 100.0), "tags.config_hash": "h0", "tags.machine.kind": AMX},
-            {**frame_row(SST2, NONE, 0, 104.0, 0.1, 80.5, 100.0), "run_id": "again", "tags.config_hash": "h0",
+def test_a_rerun_on_the_same_machine_kind_counts_once_but_every_baseline_timing_stays():
+    rows = [{**frame_row(SST2, RP3, 0, 70.0, 0.1, 80.0, 27.0), "tags.config_hash": "h0", "tags.machine.kind": AMX},
+            {**frame_row(SST2, RP3, 0, 74.0, 0.1, 80.5, 27.0), "run_id": "again", "tags.config_hash": "h0",
              "start_time": "2026-01-02 00:00:00+00:00", "tags.machine.kind": AMX}]
     used, excluded = report.split_runs(runs_frame(rows), "cpu")
     assert list(used["run_id"]) == ["again"] and excluded["reason"].tolist() == ["rerun: same config_hash as again"]
+    # A baseline timed again in a later sitting (tracking.baseline_per_sitting): a second pace measurement, and
+    # for accuracy the same seed, so both stay.
+    rows = [{**frame_row(SST2, NONE, 0, 100.0, 0.1, 80.0, 100.0), "tags.config_hash": "b0", "tags.machine.kind": AMX},
+            {**frame_row(SST2, NONE, 0, 104.0, 0.1, 80.5, 100.0), "run_id": "retimed", "tags.config_hash": "b0",
+             "start_time": "2026-01-02 00:00:00+00:00", "tags.machine.kind": AMX}]
+    used, excluded = report.split_runs(runs_frame(rows), "cpu")
+    assert len(used) == 2 and excluded.empty
+    base = report.build_table(used).iloc[0]
+    assert base["n_seeds"] == 1 and base["n_runs"] == 2 and base["test_accuracy"] == pytest.approx(80.25)
 
 
 def test_task_keeps_only_the_tasks_asked_for():
@@ -346,7 +381,8 @@ def new_store(empty_store_file, folder):
 
 
 class Logger:
-    """Logs runs the way the harness does: tags, flattened params, per-evaluation history, final metrics."""
+    """Logs runs the way the harness does: tags, flattened params, per-evaluation history, final metrics. Each
+    run starts 1000 ms after the last and ends 500 ms after its start, so the runs follow each other in time."""
 
     def __init__(self, client, experiment_id):
         self.client, self.experiment_id, self.clock = client, experiment_id, 1_700_000_000_000
@@ -357,30 +393,34 @@ class Logger:
         run_tags = {**task, "sifter": sifter["sifter"], "scale": scale, "seed": str(seed),
                     "machine.cpu": "Test CPU 9000", "machine.cores": "2", "torch_version": "2.14.1",
                     "git_commit": "abc123", "command": f"python -m sift_bench task={task['task']} scale={scale}",
-                    **(tags or {})}
+                    # Where the harness ran: absolute paths that no written report file may carry.
+                    "mlflow.source.name": "/work/elsewhere/sift_bench/__main__.py", **(tags or {})}
         run = self.client.create_run(self.experiment_id, start_time=self.clock, tags=run_tags,
                                      run_name=f"{task['task']} {sifter['sifter']} seed={seed}")
         params = {"sifter.name": sifter["sifter"], **sifter_params, "seed": str(seed), "scale.name": scale,
-                  "task.name": task["task"], "trainer.epochs": "2", "cost.usd_per_hour": "0.23"}
+                  "task.name": task["task"], "trainer.epochs": "2", "cost.usd_per_hour": "0.23",
+                  "paths.data_dir": "/work/elsewhere/data"}
         metrics = [Metric(name, value, self.clock + step, step)
                    for step, point in enumerate(history) for name, value in point.items()]
         last = max(len(history) - 1, 0)
         metrics += [Metric(name, value, self.clock + 100, last) for name, value in (final or {}).items()]
         self.client.log_batch(run.info.run_id, metrics=metrics, params=[Param(k, v) for k, v in params.items()])
         if status != "RUNNING":
-            self.client.set_terminated(run.info.run_id, status)
+            self.client.set_terminated(run.info.run_id, status, end_time=self.clock + 500)
         return run.info.run_id
 
 
-def final_metrics(time_s, cost, accuracy, accepted) -> dict:
-    return {"train_time_s": time_s, "cost_usd": cost, "eval_accuracy": accuracy, "pct_accepted": accepted,
-            "sift_time_s": 1.0, "eval_time_s": 2.0, "samples_seen": 1000.0, "samples_trained": 10 * accepted,
-            "time_to_target_s": math.nan}
+def final_metrics(time_s, cost, accuracy, accepted, val=None) -> dict:
+    return {"train_time_s": time_s, "cost_usd": cost, "test_accuracy": accuracy,
+            "val_accuracy": accuracy if val is None else val, "pct_accepted": accepted, "sift_time_s": 1.0,
+            "eval_time_s": 2.0, "samples_seen": 1000.0, "samples_trained": 10 * accepted,
+            "work_trained": 10 * accepted, "time_to_target_s": math.nan}
 
 
 def history_of(time_s, accuracy, accepted) -> list[dict]:
     # At the last step the evaluation logs 2 points under the final figure, so the test can tell which one won.
-    return [{"train_loss": 1.0 / (step + 1), "eval_accuracy": accuracy - 10 + 4 * step, "pct_accepted": accepted,
+    return [{"train_loss": 1.0 / (step + 1), "test_accuracy": accuracy - 10 + 4 * step,
+             "val_accuracy": accuracy - 9 + 4 * step, "pct_accepted": accepted,
              "epoch": step / 2, "train_time_s": time_s * step / 2, "samples_seen": 500.0 * step,
              "samples_trained": 5 * accepted * step, "lr_multiplier": 1.0} for step in range(3)]
 
@@ -394,7 +434,9 @@ def full_store(empty_store_file, tmp_path_factory):
     log = Logger(client, experiment_id)
     parent = client.create_run(experiment_id, tags={"run_kind": "sweep", "scale": "cpu", "sweep": "table"})
     client.set_terminated(parent.info.run_id, "FINISHED")
-    for sifter, seed, time_s, cost, accuracy, accepted in SST2_RUNS:
+    # Seed 0's baseline first, seed 1's last: each seed's runs are nearest in time to the baseline of their seed.
+    in_time = sorted(SST2_RUNS, key=lambda run: (run[1], (run[0] is NONE) == (run[1] == 1)))
+    for sifter, seed, time_s, cost, accuracy, accepted in in_time:
         log.run(SST2, sifter, seed, final_metrics(time_s, cost, accuracy, accepted),
                 history=history_of(time_s, accuracy, accepted),
                 tags={"mlflow.parentRunId": parent.info.run_id,
@@ -430,8 +472,8 @@ def test_accuracy_delta_is_paired_over_the_seeds_a_configuration_has():
     rows = short_of_seed_2() + [frame_row(SST2, RP3, 7, 70.0, 0.07, 83.0, 25.0)]
     table = report.build_table(runs_frame(rows))
     base, short, unpaired = (row_of(table, "sst2_bert", sifter) for sifter in (NONE, RP1, RP3))
-    assert base["accuracy"] == pytest.approx(84.0) and base["delta_seeds"] == "0 1 2"
-    assert short["accuracy"] == pytest.approx(80.5) and short["delta_seeds"] == "0 1"
+    assert base["test_accuracy"] == pytest.approx(84.0) and base["delta_seeds"] == "0 1 2"
+    assert short["test_accuracy"] == pytest.approx(80.5) and short["delta_seeds"] == "0 1"
     assert short["accuracy_baseline"] == pytest.approx(81.0) and short["accuracy_delta"] == pytest.approx(-0.5)
     # No seed in common: against the baseline's own mean, and said to be unpaired.
     assert pd.isna(unpaired["delta_seeds"]) and unpaired["accuracy_delta"] == pytest.approx(-1.0)
@@ -440,17 +482,19 @@ def test_accuracy_delta_is_paired_over_the_seeds_a_configuration_has():
     # Unpaired, beta 1 would be 3.5 points below and out of the headline; beta 3 (1.0 below) stays out.
     (best,) = report.headline(table)["config"]
     assert best == short["config"]
-    assert "81.00 (seeds 0 1 of 0 1 2)" in report.sagemaker_table(table)
+    assert "81.00 (seeds 0 1 of 0 1 2)" in markdown.sagemaker_table(table)
 
 
 def test_headline_names_the_pairing_of_a_short_configuration():
     rows = short_of_seed_2()
     (line,) = report.headline(report.build_table(runs_frame(rows)))["statement"]
-    assert line == ("20.0 % time savings with relative_probabilistic (accuracy 80.50 vs baseline 81.00, "
-                    "-0.50 points, n=2; delta over seeds 0 1 only, the baseline has 0 1 2)")
+    assert line == ("20.0 % time savings with relative_probabilistic (test accuracy 80.50 vs baseline 81.00, "
+                    "-0.50 points; chosen on validation, -0.50 points; n=2; delta over seeds 0 1 only, the baseline "
+                    "has 0 1 2)")
     rows.append(frame_row(SST2, RP1, 2, 80.0, 0.08, 89.5, 50.0))  # now complete: no caveat, means over 0 1 2
     (line,) = report.headline(report.build_table(runs_frame(rows)))["statement"]
-    assert line.endswith("(accuracy 83.50 vs baseline 84.00, -0.50 points, n=3)")
+    assert line.endswith("(test accuracy 83.50 vs baseline 84.00, -0.50 points; chosen on validation, -0.50 points; "
+                         "n=3)")
 
 
 def test_report_from_a_store_writes_every_file(full_report):
@@ -468,7 +512,7 @@ def test_report_table_matches_the_hand_computed_one(full_report):
     sst2 = table[table["task"] == "sst2_bert"]
     beta3 = sst2[sst2["beta_value"] == "3"].iloc[0]
     assert beta3["pct_time_savings"] == pytest.approx(30.0) and beta3["n_seeds"] == 2
-    assert beta3["accuracy_baseline"] == pytest.approx(81.0) and beta3["accuracy"] == pytest.approx(81.2)
+    assert beta3["accuracy_baseline"] == pytest.approx(81.0) and beta3["test_accuracy"] == pytest.approx(81.2)
     assert (sst2["n_seeds"] == 2).all()  # the failed, running and killed seed-2 runs stayed out
     cifar = table[table["task"] == "cifar10_resnet"].iloc[0]
     assert pd.isna(cifar["pct_time_savings"]) and pd.isna(cifar["cost_usd"])
@@ -480,8 +524,10 @@ def test_report_md_has_every_section(full_store, full_report):
     assert ("| all-MiniLM-L6-v2 | sst2 | relative_probabilistic beta_value=3 | 27.00 | 30.00 | 81.00 ± 1.41 (n=2) "
             "| 81.20 ± 0.28 (n=2) |") in text
     assert "30.0 % time savings with relative_probabilistic beta_value=3" in text
+    assert "At equal time (the verdict that decides)" in text and "No Train No Gain" in text
     assert "no baseline (sifter=none) at this scale" in text and "Task cifar10_resnet has no baseline" in text
     assert "beat the control" in text and "larger of the two std" in text
+    assert "nearest its own" in text  # the timing rule is stated
     assert "## Full table" in text and "lacks cost_usd" in text
     for status in ("failed", "running", "killed"):
         assert full_store[status] in text
@@ -490,7 +536,8 @@ def test_report_md_has_every_section(full_store, full_report):
     assert "CPU Test CPU 9000, 2 cores, torch 2.14.1" in text and "abc123" in text
     assert "python -m sift_bench -m +experiment=bert_table" in text
     assert "python -m sift_bench task=cifar10_resnet scale=cpu" in text
-    assert f"python -m sift_bench.report --tracking-uri {full_store['uri']} --out" in text
+    relative_uri = "sqlite:///" + os.path.relpath(full_store["folder"] / "mlflow.db")
+    assert f"python -m sift_bench.report --tracking-uri {relative_uri} --out" in text
     assert "![" in text and "accuracy_vs_time.png" in text
 
 
@@ -501,25 +548,50 @@ def test_history_csv_has_one_row_per_evaluation(full_report):
     runs = pd.read_csv(full_report[1] / "runs.csv", dtype=str)
     assert len(runs) == 11 and set(runs["status"]) == {"FINISHED"}
     # At the last step the final figure wins over the evaluation logged at the same step.
-    last = history[history["step"] == 2].set_index("run_id")["eval_accuracy"]
-    final = runs.set_index("run_id")["metrics.eval_accuracy"].astype(float)
-    assert (last.sort_index() == final.sort_index()).all()
+    for name in ("test_accuracy", "val_accuracy"):
+        last = history[history["step"] == 2].set_index("run_id")[name]
+        final = runs.set_index("run_id")[f"metrics.{name}"].astype(float)
+        assert (last.sort_index() == final.sort_index()).all()
 
 
 def test_rebuilding_from_csv_gives_the_same_table(full_report, tmp_path):
     code, out = full_report
-    assert main(["--from-csv", str(out), "--out", str(tmp_path)]) == 0
-    assert (tmp_path / "table.csv").read_bytes() == (out / "table.csv").read_bytes()
-    assert (tmp_path / "runs.csv").read_bytes() == (out / "runs.csv").read_bytes()
-    rebuilt = (tmp_path / "report.md").read_text()
-    assert "rebuilt from the CSV files" in rebuilt and "other scales 2 (gpu: 2)" in rebuilt
-    assert (tmp_path / "accuracy_vs_time.png").is_file()
+    assert main(["--from-csv", str(out), "--out", str(tmp_path / "dir")]) == 0
+    assert main(["--from-csv", str(out / "runs.csv"), "--out", str(tmp_path / "file")]) == 0
+    for rebuilt in (tmp_path / "dir", tmp_path / "file"):
+        assert (rebuilt / "table.csv").read_bytes() == (out / "table.csv").read_bytes()
+        assert (rebuilt / "runs.csv").read_bytes() == (out / "runs.csv").read_bytes()
+        text = (rebuilt / "report.md").read_text()
+        assert "rebuilt from the CSV files" in text and "other scales 2 (gpu: 2)" in text
+        assert (rebuilt / "accuracy_vs_time.png").is_file()
+    assert_no_absolute_path(tmp_path / "file")
+
+
+# An absolute path where a path can start, or in a sqlite or file URI.
+ABSOLUTE_PATH = re.compile(r"""(?:^|[\s=`'"(\[,])/\w|sqlite\\?:////|file:///\w""")
+
+
+def assert_no_absolute_path(folder):
+    for name in ("report.md", "runs.csv", "excluded.csv", "table.csv"):
+        text = (folder / name).read_text()
+        found = ABSOLUTE_PATH.search(text)
+        assert found is None, (name, text[max(found.start() - 80, 0):found.end() + 80])
+
+
+def test_no_written_file_holds_an_absolute_path(full_store, full_report):
+    code, out = full_report
+    assert_no_absolute_path(out)
+    runs = pd.read_csv(out / "runs.csv", dtype=str)
+    # The harness's absolute paths come out relative to the folder the report ran in.
+    assert set(runs["params.paths.data_dir"]) == {os.path.relpath("/work/elsewhere/data")}
+    assert set(runs["tags.mlflow.source.name"]) == {os.path.relpath("/work/elsewhere/sift_bench/__main__.py")}
+    assert runs["artifact_uri"].str.startswith(os.path.relpath(full_store["folder"] / "mlartifacts")).all()
 
 
 def test_only_the_chosen_scale_goes_in(full_store, tmp_path, capsys):
     assert main(["--tracking-uri", full_store["uri"], "--scale", "gpu", "--out", str(tmp_path)]) == 0
     table = pd.read_csv(tmp_path / "table.csv")
-    assert len(table) == 1 and table.iloc[0]["accuracy"] == pytest.approx(90.0)
+    assert len(table) == 1 and table.iloc[0]["test_accuracy"] == pytest.approx(90.0)
     assert "ignored 14 runs of other scales" in capsys.readouterr().err  # 11 used at cpu + 3 not FINISHED
 
 
@@ -540,7 +612,8 @@ def test_runs_of_two_machine_kinds_share_a_table_and_machine_picks_one(empty_sto
     table = pd.read_csv(out / "table.csv")
     base, beta3 = table.iloc[0], table.iloc[1]
     assert base["n_seeds"] == 3 and beta3["n_machine_kinds"] == 2
-    assert beta3["pct_time_savings"] == pytest.approx((2 * 100 * (1 - 70.0 / 105.0) + 20.0) / 3)
+    # Seed 0's run follows the seed-0 baseline (100 s), seed 1's the seed-1 one (110 s), each the nearest in time.
+    assert beta3["pct_time_savings"] == pytest.approx((100 * (1 - 70.0 / 100.0) + 100 * (1 - 70.0 / 110.0) + 20.0) / 3)
     text = (out / "report.md").read_text()
     assert f"sst2_bert: 4 runs on `{AMX}`" in text and f"sst2_bert: 2 runs on `{NO_AMX}`" in text
     assert f"sst2_bert on `{AMX}`" in text  # the time plot draws one kind's seconds, and says which
@@ -599,7 +672,7 @@ def test_runs_without_history_or_metrics_still_report(empty_store_file, tmp_path
     uri, client, experiment_id = new_store(empty_store_file, tmp_path / "store")
     log = Logger(client, experiment_id)
     log.run(SST2, NONE, 0, {"train_time_s": 100.0})
-    log.run(SST2, RP3, 0, {"eval_accuracy": 80.0})
+    log.run(SST2, RP3, 0, {"test_accuracy": 80.0, "val_accuracy": 80.0})
     out = tmp_path / "out"
     assert main(["--tracking-uri", uri, "--out", str(out)]) == 0
     table = pd.read_csv(out / "table.csv")
@@ -607,7 +680,7 @@ def test_runs_without_history_or_metrics_still_report(empty_store_file, tmp_path
     assert pd.isna(sifted["accuracy_delta"]) and pd.isna(sifted["pct_time_savings"]) and pd.isna(sifted["pct_accepted"])
     assert not (out / "accuracy_vs_time.png").exists()
     text = (out / "report.md").read_text()
-    assert "accuracy_vs_time.png not drawn" in text and "the baseline has no accuracy" in text
+    assert "accuracy_vs_time.png not drawn" in text and "the baseline has no validation accuracy" in text
 
 
 def test_help_names_every_option(capsys):
@@ -654,8 +727,53 @@ def test_a_baseline_timed_at_an_odd_pace_is_named_with_its_effect_on_the_savings
     assert pace["median_pace"] == pytest.approx(0.1)
     [(run_id, seed, ratio)] = pace["odd"]
     assert seed == "2" and run_id.endswith("-2") and ratio == pytest.approx(1.3)
+    # Seed 2's three runs (the baseline itself, smart sifting, the control) start at its second: their reference.
+    assert pace["referenced_by"] == {run_id: 3}
     assert pace["baseline_time_s"] == pytest.approx(110.0)
     assert pace["baseline_time_at_median_s"] == pytest.approx(100.0)
     # 8 % off is within the tolerance; a frame without work_trained has no pace at all.
     assert report.baseline_pace(paced_frame([100.0, 100.0, 108.0])) == []
     assert report.baseline_pace(paced_frame([100.0, 100.0, 130.0]).drop(columns="metrics.work_trained")) == []
+
+
+def test_a_store_with_timing_slots_and_the_frontier_rebuilds_the_same_table_from_csv(empty_store_file, tmp_path):
+    """A sitting per seed as the table sweeps run it: the baseline timed first, the controls and sifted runs,
+    the baseline timed last (same config_hash, tagged timing_slot)."""
+    uri, client, experiment_id = new_store(empty_store_file, tmp_path / "store")
+    log = Logger(client, experiment_id)
+    keep67 = {**KEEP25, "keep_fraction": "0.6667"}
+    block = ((RP3, 75.0, 82.0, 82.4, 27.0), (RP1, 90.0, 84.3, 84.6, 52.0), (KEEP25, 30.0, 78.0, 78.1, 25.0),
+             (KEEP50, 52.0, 82.0, 82.0, 50.0), (keep67, 68.0, 83.5, 83.6, 66.7))
+    for seed in (0, 1, 2):
+        baseline = final_metrics(100.0 + seed, 0.1, 85.0 + 0.3 * seed, 100.0, val=85.2 + 0.3 * seed)
+        log.run(SST2, NONE, seed, baseline, tags={"timing_slot": "first", "config_hash": f"base{seed}"})
+        for sifter, time_s, test, val, accepted in block:
+            log.run(SST2, sifter, seed, final_metrics(time_s + seed, 0.07, test + 0.2 * seed, accepted,
+                                                      val=val + 0.2 * seed), history=history_of(time_s, test, accepted))
+        log.run(SST2, NONE, seed, {**baseline, "train_time_s": 104.0 + seed},
+                tags={"timing_slot": "last", "config_hash": f"base{seed}"})
+    out = tmp_path / "out"
+    assert main(["--tracking-uri", uri, "--out", str(out)]) == 0
+    assert main(["--from-csv", str(out / "runs.csv"), "--out", str(tmp_path / "rebuilt")]) == 0
+    assert (tmp_path / "rebuilt" / "table.csv").read_bytes() == (out / "table.csv").read_bytes()
+    assert_no_absolute_path(out)
+
+    table = pd.read_csv(out / "table.csv", dtype={key: str for key in SIFTER_KEYS})
+    base = row_of(table, "sst2_bert", NONE)
+    assert base["n_seeds"] == 3 and base["n_runs"] == 6 and base["test_accuracy"] == pytest.approx(85.3)
+    beta3 = row_of(table, "sst2_bert", RP3)
+    # The first job after each seed's first baseline: 75 + s seconds against 100 + s.
+    assert beta3["pct_time_savings"] == pytest.approx(sum(100 * (1 - (75 + s) / (100 + s)) for s in range(3)) / 3)
+    # The frontier by hand from the table's own rows: baseline at 0, controls at their % time saved.
+    points = table[table["sifter"].isin(["none", "random"])].copy()
+    points.loc[points["sifter"] == "none", "pct_time_savings"] = 0.0
+    points = points.sort_values("pct_time_savings")
+    for name, prefix in (("test_accuracy", ""), ("val_accuracy", "val_")):
+        at = np.interp(beta3["pct_time_savings"], points["pct_time_savings"], points[name])
+        assert beta3[f"{prefix}frontier_accuracy"] == pytest.approx(at, abs=1e-5)
+        assert beta3[f"{prefix}accuracy_vs_frontier"] == pytest.approx(beta3[name] - at, abs=1e-5)
+    # beta=3 beats the control at its 27 % accepted, yet is below uniform subsampling at its % time saved.
+    assert beta3["verdict_vs_frontier"] == "below" and beta3["extra_savings"] < 0
+    text = (out / "report.md").read_text()
+    assert "none: no configuration is above the uniform-subsampling frontier on validation" in text
+    assert "beat the control" in text and "6 baselines tagged `timing_slot`" in text

@@ -1,8 +1,12 @@
-"""The savings table, its control pairing and its headline, from a frame of runs: pure pandas, no I/O.
+"""The savings table, its frontier, its control pairing and its headlines, from a frame of runs: pure pandas, no I/O.
 
-A runs frame is what `mlflow.search_runs` returns (run_id, status, start_time, metrics.*, params.*, tags.*),
-read from the store or back from runs.csv; its `metrics.*` hold each metric's LAST value, the run's final figure.
-`python -m sift_bench.report` (__main__.py) does the reading, writing and plotting around these functions.
+A runs frame is what `mlflow.search_runs` returns (run_id, status, start_time, end_time, metrics.*, params.*,
+tags.*), read from the store or back from runs.csv; its `metrics.*` hold each metric's LAST value, the run's final
+figure. `python -m sift_bench.report` (__main__.py) does the reading, writing and plotting around these functions,
+markdown.py the text of report.md, frontier.py the piecewise-linear curves.
+
+Accuracy comes twice: validation accuracy chooses (the headlines pick on it), test accuracy reports (every figure
+printed as "the" accuracy is test accuracy), so a configuration is never chosen on the figure it is reported with.
 """
 
 import math
@@ -10,23 +14,31 @@ import math
 import numpy as np
 import pandas as pd
 
+from sift_bench.report import frontier
+from sift_bench.machine import CONTENDED_FRACTION
 from sift_bench.tracking import NOT_HASHED, NOT_HASHED_TRAINER
 
 BASELINE = "none"
 CONTROL = "random"
 # Always columns of table.csv, so the SageMaker-style columns exist whichever sifters have run.
 SIFTER_PARAMS = ("beta_value", "loss_history_length", "sift_delay", "keep_fraction")
-# Accuracy points a configuration may lose against the baseline and still count for the headline.
+# Accuracy points a configuration may lose against the baseline (on validation) and still count for the headline.
 HEADLINE_TOLERANCE = 0.5
 # Final metrics a row of the table needs; a run lacking one is named in the report's notes.
-NEEDED_METRICS = ("eval_accuracy", "train_time_s", "cost_usd", "pct_accepted")
-HISTORY_METRICS = ("train_loss", "eval_accuracy", "pct_accepted", "epoch", "train_time_s", "samples_seen",
-                   "samples_trained", "lr_multiplier")
+NEEDED_METRICS = ("val_accuracy", "test_accuracy", "train_time_s", "cost_usd", "pct_accepted")
+HISTORY_METRICS = ("train_loss", "val_accuracy", "test_accuracy", "pct_accepted", "epoch", "train_time_s",
+                   "samples_seen", "samples_trained", "lr_multiplier")
 EXCLUDED_COLUMNS = ("run_id", "run_name", "status", "scale", "task", "sifter", "seed", "reason")
+# The two accuracies and the prefix of their columns: unprefixed columns are test accuracy, `val_` validation.
+ACCURACIES = (("test_accuracy", ""), ("val_accuracy", "val_"))
+FRONTIER_STATS = ("frontier_accuracy", "accuracy_vs_frontier", "accuracy_vs_frontier_std", "verdict_vs_frontier",
+                  "frontier_savings", "extra_savings")
+FRONTIER_COLUMNS = tuple(prefix + name for _, prefix in ACCURACIES for name in FRONTIER_STATS)
 TABLE_STATS = ("n_seeds", "seeds", "pct_accepted", "pct_accepted_std", "pct_time_savings",
-               "pct_time_savings_std", "pct_cost_savings", "accuracy", "accuracy_std", "accuracy_baseline",
-               "accuracy_delta", "delta_seeds", "time_to_target_s", "n_reached_target", "train_time_s", "train_time_std",
-               "sift_time_s", "cost_usd", "n_runs", "n_machine_kinds", "run_ids")
+               "pct_time_savings_std", "pct_cost_savings", "test_accuracy", "test_accuracy_std", "val_accuracy",
+               "val_accuracy_std", "accuracy_baseline", "accuracy_delta", "val_accuracy_baseline",
+               "val_accuracy_delta", "delta_seeds", *FRONTIER_COLUMNS, "time_to_target_s", "n_reached_target",
+               "train_time_s", "train_time_std", "sift_time_s", "cost_usd", "n_runs", "n_machine_kinds", "run_ids")
 # Params that differ between runs of one task without changing what is compared: the sifter is the
 # configuration, the seed is what is averaged over, the rest only says where files go or how progress shows.
 NOT_COMPARED_PREFIXES = ("params.sifter.", *(f"params.{group}." for group in NOT_HASHED))
@@ -99,7 +111,10 @@ def split_runs(runs: pd.DataFrame, scale: str, machine: str | None = None,
     so a table can grow across sittings on different machines. With `machine`, only the kind (one per task,
     see `choose_machine`) whose name contains it goes in.
     A rerun of an identical config and seed (same config_hash) on the same machine kind counts once: the latest
-    FINISHED one. On two kinds both count (the same baseline timed on each kind is what pairs their savings).
+    FINISHED one. On two kinds both count. Every FINISHED baseline run counts, whatever its hash: the two of a
+    seed's block tagged `timing_slot` first and last, and those timed again on a new kind or in a new sitting
+    (tracking.baseline_per_machine, baseline_per_sitting) are each a measurement of the machine's pace, which
+    savings take from the baseline nearest in time; `build_table` counts them as one seed for accuracy.
     With `tasks_wanted`, the runs of other tasks are left out (a task whose table is still being run).
     """
     scales = _tag_or_param(runs, "scale", "scale.name")
@@ -127,13 +142,13 @@ def split_runs(runs: pd.DataFrame, scale: str, machine: str | None = None,
     candidates = runs[reason.isna()]
     if "start_time" in candidates:
         candidates = candidates.sort_values("start_time", kind="stable")
-    # One run per config and seed per machine kind: the config hash leaves the machine out.
+    # One run per config and seed per machine kind (the config hash leaves the machine out); baselines all stay.
     hashes = column(candidates, "tags.config_hash")
     identity = hashes + " on " + kinds[candidates.index]
-    known = identity.notna()
+    known = identity.notna() & (_tag_or_param(candidates, "sifter", "sifter.name") != BASELINE)
     latest = candidates[known].groupby(identity[known], sort=False)["run_id"].last()
-    for index, key in identity.items():
-        if pd.notna(key) and latest[key] != candidates.at[index, "run_id"]:
+    for index, key in identity[known].items():
+        if latest[key] != candidates.at[index, "run_id"]:
             reason[index] = f"rerun: same config_hash as {latest[key]}"
 
     used = runs[reason.isna()].reset_index(drop=True)
@@ -166,13 +181,25 @@ def run_rows(used: pd.DataFrame) -> pd.DataFrame:
         "sifter": _tag_or_param(used, "sifter", "sifter.name"),
         "seed": _tag_or_param(used, "seed", "seed"),
         "machine_kind": machine_kinds(used),
+        "midpoint_s": time_midpoints(used).to_numpy(),
     })
     for name in sifter_params(used):
         rows[name] = column(used, f"params.sifter.{name}")
-    for name in ("eval_accuracy", "train_time_s", "sift_time_s", "cost_usd", "pct_accepted", "time_to_target_s",
-                 "work_trained"):
+    for name in ("test_accuracy", "val_accuracy", "train_time_s", "sift_time_s", "cost_usd", "pct_accepted",
+                 "time_to_target_s", "work_trained", "other_cpu_fraction"):
         rows[name] = column(used, f"metrics.{name}").to_numpy()
     return rows
+
+
+def time_midpoints(used: pd.DataFrame) -> pd.Series:
+    """Seconds since the epoch halfway through each run, (start_time + end_time) / 2; the start alone when the end
+    is unknown, NaN without a start. Times come as MLflow's timestamps or as their text in runs.csv."""
+    def seconds(times: pd.Series) -> pd.Series:
+        stamps = pd.to_datetime(times, utc=True, errors="coerce", format="ISO8601")
+        return (stamps - pd.Timestamp(0, tz="UTC")).dt.total_seconds()
+
+    start, end = seconds(column(used, "start_time")), seconds(column(used, "end_time"))
+    return ((start + end) / 2).where(end.notna(), start)
 
 
 def _sort_value(value):
@@ -206,19 +233,53 @@ def config_labels(table: pd.DataFrame, params: list[str]) -> pd.Series:
     return labels
 
 
-def paired_savings(rows: pd.DataFrame) -> pd.DataFrame:
-    """Each run's % time and cost savings against the mean baseline (sifter=none) of its own task and machine
-    kind: 100 * (1 - time / baseline time). NaN where that kind has no baseline run of the task.
+def timing_references(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each run's time reference: the baseline run (sifter=none) of its task and machine kind whose midpoint in
+    time is nearest the run's own (the earlier one on a tie), at that baseline's pace (train_time_s / work_trained)
+    times the mean work_trained of the task's baseline runs on that kind. Columns reference_run,
+    reference_time_s and reference_cost_usd (cost scaled alike); NaN where the kind has no baseline of the task.
 
-    Pairing within a kind is what lets runs from different machines share a table: a ratio measured on one
-    machine, not a time, is what is averaged."""
-    baselines = rows[rows["sifter"] == BASELINE].groupby(["task", "machine_kind"], dropna=False)[
-        ["train_time_s", "cost_usd"]].mean()
-    keys = pd.MultiIndex.from_frame(rows[["task", "machine_kind"]])
-    base = baselines.reindex(keys)
-    rows = rows.copy()
-    rows["run_time_savings"] = 100 * (1 - rows["train_time_s"].to_numpy() / base["train_time_s"].to_numpy())
-    rows["run_cost_savings"] = 100 * (1 - rows["cost_usd"].to_numpy() / base["cost_usd"].to_numpy())
+    A machine drifts between sittings and within one (a shared or throttled host), so the baseline timed closest
+    to a run says best how fast the machine was for it; the work scaling makes baselines of seeds that trained
+    different amounts of work (padded tokens differ by seed) compare as paces. A contended baseline (other
+    processes above CONTENDED_FRACTION of a core) is left out while a clean one exists. A baseline that logged no work
+    stands for its own time, and runs without time stamps take the mean over the kind's baselines."""
+    references = pd.DataFrame({"reference_run": pd.Series(np.nan, index=rows.index, dtype=object),
+                               "reference_time_s": math.nan, "reference_cost_usd": math.nan}, index=rows.index)
+    for _, runs in rows.groupby(["task", "machine_kind"], dropna=False, sort=False):
+        baselines = runs[(runs["sifter"] == BASELINE) & runs["train_time_s"].notna()]
+        if baselines.empty:
+            continue
+        # A baseline timed while other processes used the machine measures them too: it is a reference only
+        # when its kind has no clean baseline of the task.
+        clean = baselines[~(baselines["other_cpu_fraction"] > CONTENDED_FRACTION)]
+        baselines = clean if not clean.empty else baselines
+        # In time order, so idxmin's first-of-equals is the earlier baseline, whatever the frame's order.
+        baselines = baselines.sort_values("midpoint_s", kind="stable")
+        to_mean_work = (baselines["work_trained"].mean() / baselines["work_trained"]).fillna(1.0)
+        time_at_mean_work = baselines["train_time_s"] * to_mean_work
+        cost_at_mean_work = baselines["cost_usd"] * to_mean_work
+        for index in runs.index:
+            distance = (baselines["midpoint_s"] - runs.at[index, "midpoint_s"]).abs()
+            if distance.notna().any():
+                nearest = distance.idxmin()
+                references.loc[index] = [baselines.at[nearest, "run_id"], time_at_mean_work[nearest],
+                                         cost_at_mean_work[nearest]]
+            else:
+                references.loc[index] = [np.nan, time_at_mean_work.mean(), cost_at_mean_work.mean()]
+    return references
+
+
+def paired_savings(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each run's % time and cost savings against its time reference (`timing_references`: the baseline of its
+    own task and machine kind nearest in time): 100 * (1 - time / reference time). NaN where that kind has no
+    baseline run of the task. A baseline run is its own nearest, so its savings are about 0.
+
+    Pairing within a kind and in time is what lets runs from different machines and sittings share a table: a
+    ratio measured on one machine at one time, not a time, is what is averaged."""
+    rows = pd.concat([rows, timing_references(rows)], axis=1)
+    rows["run_time_savings"] = 100 * (1 - rows["train_time_s"] / rows["reference_time_s"].astype(float))
+    rows["run_cost_savings"] = 100 * (1 - rows["cost_usd"] / rows["reference_cost_usd"].astype(float))
     return rows
 
 
@@ -231,30 +292,34 @@ def runs_without_baseline(used: pd.DataFrame) -> dict[str, str]:
 
 
 def build_table(used: pd.DataFrame) -> pd.DataFrame:
-    """One row per task x sifter configuration (all its params), aggregated over seeds, with savings vs the baseline.
+    """One row per task x sifter configuration (all its params), aggregated over seeds, with savings vs the
+    baseline and the configuration against the uniform-subsampling frontier (`frontier_columns`).
 
-    Accuracy and % accepted: mean and sample std (ddof=1, NaN for one seed) over seeds, a seed timed on two
-    machine kinds counting once (the mean of its runs). Savings: the mean and std over runs of each run's savings
-    against the baseline of its own machine kind (`paired_savings`); on one kind this equals
-    100 * (1 - mean time / mean baseline time). Times themselves are means over runs, whatever their kind.
-    accuracy_baseline and accuracy_delta are paired by seed (`paired_accuracy`), over the seeds in delta_seeds.
-    A run lacking a metric is left out of that metric's mean only.
+    Accuracies (test and validation) and % accepted: mean and sample std (ddof=1, NaN for one seed) over seeds,
+    a seed timed twice (on two machine kinds, or first and last in its block) counting once, the mean of its
+    runs: it is the same training. Savings: the mean and std over runs of each run's savings against its time
+    reference (`paired_savings`). Times themselves are means over runs, whatever their kind.
+    accuracy_baseline and accuracy_delta (test) and their val_ twins are paired by seed (`paired_accuracy`),
+    over the seeds in delta_seeds. A run lacking a metric is left out of that metric's mean only.
     """
     rows = paired_savings(run_rows(used))
     params = sifter_params(used)
     keys = ["task", "sifter", *params]
-    records, seed_accuracies = [], []
+    columns = ["task", "model", "dataset", "sifter", "config", *params, *TABLE_STATS]
+    records = []
     for _, group in rows.groupby(keys, dropna=False, sort=False):
         reached = group["time_to_target_s"].dropna()
-        per_seed = group.groupby("seed", dropna=False)[["eval_accuracy", "pct_accepted"]].mean()
-        seed_accuracies.append(per_seed["eval_accuracy"].dropna())
+        per_seed = group.groupby("seed", dropna=False)[["test_accuracy", "val_accuracy", "pct_accepted"]].mean()
         records.append({
             **{key: group[key].iloc[0] for key in keys},
             "model": first_present(group["model"]), "dataset": first_present(group["dataset"]),
             "n_seeds": len(per_seed), "n_runs": len(group), "n_machine_kinds": group["machine_kind"].nunique(),
             "seeds": " ".join(str(seed) for seed in sorted(group["seed"].dropna().unique(), key=_sort_value)),
             "pct_accepted": per_seed["pct_accepted"].mean(), "pct_accepted_std": per_seed["pct_accepted"].std(),
-            "accuracy": per_seed["eval_accuracy"].mean(), "accuracy_std": per_seed["eval_accuracy"].std(),
+            **{name: per_seed[name].mean() for name, _ in ACCURACIES},
+            **{f"{name}_std": per_seed[name].std() for name, _ in ACCURACIES},
+            # Per-seed accuracies, for the paired deltas and the frontier's spread; not columns of table.csv.
+            **{f"{name}_by_seed": per_seed[name].dropna() for name, _ in ACCURACIES},
             "pct_time_savings": group["run_time_savings"].mean(),
             "pct_time_savings_std": group["run_time_savings"].std(),
             "pct_cost_savings": group["run_cost_savings"].mean(),
@@ -265,21 +330,26 @@ def build_table(used: pd.DataFrame) -> pd.DataFrame:
             "run_ids": " ".join(group["run_id"]),
         })
     if not records:
-        return pd.DataFrame(columns=["task", "model", "dataset", "sifter", "config", *params, *TABLE_STATS])
-    baselines = {}
-    for record, accuracies in zip(records, seed_accuracies):
-        if record["sifter"] == BASELINE:
-            baselines.setdefault(record["task"], accuracies)
-    for record, accuracies in zip(records, seed_accuracies):
-        base = baselines.get(record["task"])
-        record["accuracy_baseline"], record["accuracy_delta"], record["delta_seeds"] = (
-            paired_accuracy(accuracies, base) if base is not None else (math.nan, math.nan, np.nan))
+        return pd.DataFrame(columns=columns)
+    for name, prefix in ACCURACIES:
+        baselines = {}
+        for record in records:
+            if record["sifter"] == BASELINE:
+                baselines.setdefault(record["task"], record[f"{name}_by_seed"])
+        for record in records:
+            base = baselines.get(record["task"])
+            baseline, delta, seeds = (paired_accuracy(record[f"{name}_by_seed"], base) if base is not None
+                                      else (math.nan, math.nan, np.nan))
+            record[f"{prefix}accuracy_baseline"], record[f"{prefix}accuracy_delta"] = baseline, delta
+            if name == "test_accuracy":
+                record["delta_seeds"] = seeds
     table = pd.DataFrame(records)
     order = sorted(table.index, key=lambda i: (_sort_value(table.at[i, "task"]), _sifter_rank(table.at[i, "sifter"]),
                                                *(_sort_value(table.at[i, name]) for name in params)))
     table = table.loc[order].reset_index(drop=True)
     table["config"] = config_labels(table, params)
-    return table[["task", "model", "dataset", "sifter", "config", *params, *TABLE_STATS]]
+    table = pd.concat([table, frontier_columns(table)], axis=1)
+    return table[columns]
 
 
 def paired_accuracy(accuracy: pd.Series, baseline: pd.Series) -> tuple[float, float, object]:
@@ -309,11 +379,54 @@ def tasks_without_baseline(table: pd.DataFrame) -> list:
     return [task for task in table["task"].drop_duplicates() if task not in with_baseline]
 
 
-# ---------------------------------------------------------------- control pairing, headline
+# ---------------------------------------------------------------- the uniform-subsampling frontier
 
-CONTROL_RULE = ("sifting beat the control when its mean accuracy exceeds the control's by more than the larger "
-                "of the two std over seeds; lost to it when below by more than that; otherwise no clear difference. "
-                "Needs at least 2 seeds on each side.")
+def frontier_points(rows: pd.DataFrame) -> pd.DataFrame:
+    """A task's frontier points: its baseline at 0 % time saved and every random control at its mean % time
+    saved, in column `frontier_x`. Uniform random subsampling is what "training for less" costs nothing to do,
+    so it is the curve a selection rule must beat at equal time."""
+    points = rows[rows["sifter"].isin([BASELINE, CONTROL])]
+    return points.assign(frontier_x=np.where(points["sifter"] == BASELINE, 0.0, points["pct_time_savings"]))
+
+
+def frontier_columns(table: pd.DataFrame) -> pd.DataFrame:
+    """FRONTIER_COLUMNS for every sifted configuration (neither baseline nor random control), NaN for the others.
+
+    Per task and accuracy (test, and validation as `val_*`), the frontier is the piecewise-linear curve through
+    `frontier_points`. frontier_accuracy: the curve at the row's pct_time_savings (NaN outside its range);
+    accuracy_vs_frontier: the row's mean accuracy minus that, from the row means so it can be checked by hand;
+    its _std: the spread of the same difference seed by seed (`frontier.spread_over_seeds`); verdict_vs_frontier
+    from those two; frontier_savings: the largest % time saved at which the curve reaches the row's accuracy;
+    extra_savings: pct_time_savings - frontier_savings, what selection buys over uniform subsampling."""
+    out = pd.DataFrame({name: pd.Series(np.nan, index=table.index, dtype=object if "verdict" in name else float)
+                        for name in FRONTIER_COLUMNS})
+    for _, rows in table.groupby("task", dropna=False, sort=False):
+        points = frontier_points(rows)
+        for name, prefix in ACCURACIES:
+            measured = points[points["frontier_x"].notna() & points[name].notna()]
+            mean_curve = frontier.curve(measured["frontier_x"], measured[name])
+            points_by_seed = [by_seed.to_dict() for by_seed in measured[f"{name}_by_seed"]]
+            for index, row in rows[is_sifted(rows)].iterrows():
+                savings, accuracy = row["pct_time_savings"], row[name]
+                at_savings = frontier.value_at(mean_curve, savings)
+                difference = accuracy - at_savings
+                spread = frontier.spread_over_seeds(savings, row[f"{name}_by_seed"].to_dict(), measured["frontier_x"],
+                                                    points_by_seed)
+                reached_at = frontier.largest_x_at(mean_curve, accuracy)
+                out.loc[index, [prefix + stat for stat in FRONTIER_STATS]] = [
+                    at_savings, difference, spread, frontier.verdict_vs_frontier(at_savings, difference, spread),
+                    reached_at, savings - reached_at]
+    return out
+
+
+# ---------------------------------------------------------------- control pairing, headlines
+
+CONTROL_RULE = ("the control's accuracy at the configuration's % accepted is interpolated linearly between the two "
+                "neighbouring points of the curve through the task's random controls and its baseline (at 100 % "
+                "accepted), and so is its std over seeds; sifting beat the control when its mean accuracy exceeds "
+                "that by more than the larger of the two std; lost to it when below by more than that; otherwise "
+                "no clear difference. Needs at least 2 seeds on each side. Outside the curve's range of % accepted "
+                "there is no verdict (outside range): a far-off control says nothing about equal data.")
 
 
 def verdict(accuracy, accuracy_std, control_accuracy, control_std) -> str:
@@ -331,80 +444,162 @@ def verdict(accuracy, accuracy_std, control_accuracy, control_std) -> str:
     return "no clear difference (within the spread)"
 
 
-def pair_controls(table: pd.DataFrame) -> pd.DataFrame:
-    """Each sifted configuration next to the random control of its task whose mean % accepted is closest.
+def control_curve(rows: pd.DataFrame) -> pd.DataFrame:
+    """A task's random-control curve against % accepted: each random control at its mean % accepted and the
+    baseline at 100 %, points at the same % accepted merged (mean accuracy and std, fewest seeds), sorted."""
+    points = rows[rows["sifter"].isin([BASELINE, CONTROL])]
+    points = points.assign(x=np.where(points["sifter"] == BASELINE, 100.0, points["pct_accepted"]),
+                           label=np.where(points["sifter"] == BASELINE, "baseline", points["config"]))
+    points = points[points["x"].notna() & points["test_accuracy"].notna()]
+    return points.groupby("x", sort=True).agg(
+        accuracy=("test_accuracy", "mean"), accuracy_std=("test_accuracy_std", "mean"), n_seeds=("n_seeds", "min"),
+        label=("label", " / ".join), is_control=("sifter", lambda sifters: (sifters == CONTROL).any())).reset_index()
 
-    Ties go to the control listed first in the table (the smaller keep_fraction).
-    """
+
+def pair_controls(table: pd.DataFrame) -> pd.DataFrame:
+    """Each sifted configuration against the random control at its own % accepted (CONTROL_RULE): `control` names
+    the curve's points it lies between, `nearest_control` the random control among them nearest in % accepted."""
     records = []
     for _, row in table[is_sifted(table)].iterrows():
-        controls = table[(table["task"] == row["task"]) & (table["sifter"] == CONTROL)]
-        known = controls[controls["pct_accepted"].notna()]
+        rows = table[table["task"] == row["task"]]
         record = {"task": row["task"], "config": row["config"], "pct_accepted": row["pct_accepted"],
-                  "accuracy": row["accuracy"], "accuracy_std": row["accuracy_std"], "n_seeds": row["n_seeds"],
-                  "pct_time_savings": row["pct_time_savings"], "control": np.nan, "control_pct_accepted": math.nan,
-                  "control_accuracy": math.nan, "control_accuracy_std": math.nan, "control_n_seeds": 0,
-                  "control_pct_time_savings": math.nan, "accuracy_difference": math.nan, "spread": math.nan}
-        if controls.empty or known.empty or pd.isna(row["pct_accepted"]):
-            record["verdict"] = ("no random control for this task" if controls.empty
-                                 else "cannot tell: % accepted missing")
-            records.append(record)
-            continue
-        control = known.loc[(known["pct_accepted"] - row["pct_accepted"]).abs().idxmin()]
-        record.update({
-            "control": control["config"], "control_pct_accepted": control["pct_accepted"],
-            "control_accuracy": control["accuracy"], "control_accuracy_std": control["accuracy_std"],
-            "control_n_seeds": control["n_seeds"], "control_pct_time_savings": control["pct_time_savings"],
-            "accuracy_difference": row["accuracy"] - control["accuracy"],
-            "spread": max(row["accuracy_std"], control["accuracy_std"]),
-            "verdict": verdict(row["accuracy"], row["accuracy_std"], control["accuracy"], control["accuracy_std"]),
-        })
+                  "accuracy": row["test_accuracy"], "accuracy_std": row["test_accuracy_std"],
+                  "n_seeds": row["n_seeds"], "pct_time_savings": row["pct_time_savings"], "control": np.nan,
+                  "nearest_control": np.nan, "control_pct_accepted": math.nan, "control_accuracy": math.nan,
+                  "control_accuracy_std": math.nan, "control_n_seeds": 0, "accuracy_difference": math.nan,
+                  "spread": math.nan}
+        curve = control_curve(rows)
+        accepted = row["pct_accepted"]
+        if not (rows["sifter"] == CONTROL).any():
+            record["verdict"] = "no random control for this task"
+        elif pd.isna(accepted) or not curve["is_control"].any():
+            record["verdict"] = "cannot tell: % accepted missing"
+        elif accepted < curve["x"].min() or accepted > curve["x"].max():
+            record["verdict"] = "outside range"
+        else:
+            below, above = curve[curve["x"] <= accepted].iloc[-1], curve[curve["x"] >= accepted].iloc[0]
+            ends = curve.loc[sorted({below.name, above.name})]
+            controls = ends[ends["is_control"]]
+            accuracy = frontier.value_at((curve["x"].to_numpy(), curve["accuracy"].to_numpy()), accepted)
+            # The std through the same two points; NaN when either has one seed.
+            std = frontier.value_at((curve["x"].to_numpy(), curve["accuracy_std"].to_numpy()), accepted)
+            record.update({
+                "control": " to ".join(ends["label"]),
+                "nearest_control": (controls.loc[(controls["x"] - accepted).abs().idxmin(), "label"]
+                                    if len(controls) else np.nan),
+                "control_pct_accepted": accepted, "control_accuracy": accuracy, "control_accuracy_std": std,
+                "control_n_seeds": ends["n_seeds"].min(), "accuracy_difference": row["test_accuracy"] - accuracy,
+                "spread": max(row["test_accuracy_std"], std),
+                "verdict": verdict(row["test_accuracy"], row["test_accuracy_std"], accuracy, std),
+            })
         records.append(record)
     return pd.DataFrame(records, columns=[
         "task", "config", "pct_accepted", "accuracy", "accuracy_std", "n_seeds", "pct_time_savings", "control",
-        "control_pct_accepted", "control_accuracy", "control_accuracy_std", "control_n_seeds",
-        "control_pct_time_savings", "accuracy_difference", "spread", "verdict"])
+        "nearest_control", "control_pct_accepted", "control_accuracy", "control_accuracy_std", "control_n_seeds",
+        "accuracy_difference", "spread", "verdict"])
 
 
 def _within_tolerance(table: pd.DataFrame, tolerance: float) -> pd.Series:
-    # A hair of slack so 79.5 against 80.0 counts as exactly 0.5 below despite float rounding.
-    return table["accuracy_delta"] >= -tolerance - 1e-9
+    # On validation, which chooses. A hair of slack so 79.5 against 80.0 counts as exactly 0.5 below.
+    return table["val_accuracy_delta"] >= -tolerance - 1e-9
+
+
+def _headline_groups(table: pd.DataFrame, per_sifter: bool, sifters: pd.Series) -> list[tuple]:
+    if per_sifter:
+        return list(table.loc[sifters, ["task", "sifter"]].drop_duplicates().itertuples(index=False, name=None))
+    return [(task, None) for task in table["task"].drop_duplicates()]
 
 
 def headline(table: pd.DataFrame, tolerance: float = HEADLINE_TOLERANCE, per_sifter: bool = False) -> pd.DataFrame:
-    """Per task: the best % time savings among configurations whose mean accuracy is at most `tolerance`
-    points below the baseline's (any sifter, random control included), or a statement that there is none.
-    With `per_sifter`, the same per task and selection rule (sifter), so each policy gets its own line."""
+    """Per task: the best % time savings among configurations whose validation accuracy is at most `tolerance`
+    points below the baseline's, paired by seed (any sifter, random control included), reported with its test
+    accuracy and test delta; or a statement that there is none. With `per_sifter`, the same per task and
+    selection rule (sifter), so each policy gets its own line."""
     records = []
-    if per_sifter:
-        groups = list(table.loc[table["sifter"] != BASELINE, ["task", "sifter"]].drop_duplicates().itertuples(
-            index=False, name=None))
-    else:
-        groups = [(task, None) for task in table["task"].drop_duplicates()]
-    for task, sifter in groups:
+    for task, sifter in _headline_groups(table, per_sifter, table["sifter"] != BASELINE):
         rows = table[table["task"] == task]
         options = rows[rows["sifter"] != BASELINE] if sifter is None else rows[rows["sifter"] == sifter]
         record = {"task": task, "config": np.nan, "sifter": np.nan if sifter is None else sifter,
-                  "pct_time_savings": math.nan, "accuracy": math.nan, "accuracy_baseline": math.nan,
-                  "accuracy_delta": math.nan}
+                  "pct_time_savings": math.nan, "test_accuracy": math.nan, "accuracy_baseline": math.nan,
+                  "accuracy_delta": math.nan, "val_accuracy_delta": math.nan}
         candidates = options[options["pct_time_savings"].notna() & _within_tolerance(options, tolerance)]
         if not (rows["sifter"] == BASELINE).any():
             record["statement"] = "no baseline (sifter=none) at this scale, so no savings to report"
-        elif rows.loc[rows["sifter"] == BASELINE, "accuracy"].isna().all():
-            record["statement"] = "the baseline has no accuracy, so nothing can be said to be within reach of it"
+        elif rows.loc[rows["sifter"] == BASELINE, "val_accuracy"].isna().all():
+            record["statement"] = ("the baseline has no validation accuracy, so nothing can be said to be within "
+                                   "reach of it")
         elif candidates.empty:
-            record["statement"] = f"none: no configuration is within {tolerance:g} accuracy points of the baseline"
+            record["statement"] = (f"none: no configuration is within {tolerance:g} points of the baseline's "
+                                   "validation accuracy")
         else:
             best = candidates.loc[candidates["pct_time_savings"].idxmax()]
-            record.update({name: best[name] for name in ("config", "sifter", "pct_time_savings", "accuracy",
-                                                         "accuracy_baseline", "accuracy_delta")})
+            record.update({name: best[name] for name in ("config", "sifter", "pct_time_savings", "test_accuracy",
+                                                         "accuracy_baseline", "accuracy_delta", "val_accuracy_delta")})
             record["statement"] = (f"{best['pct_time_savings']:.1f} % time savings with {best['config']} "
-                                   f"(accuracy {best['accuracy']:.2f} vs baseline {best['accuracy_baseline']:.2f}, "
-                                   f"{best['accuracy_delta']:+.2f} points, n={best['n_seeds']}"
+                                   f"(test accuracy {best['test_accuracy']:.2f} vs baseline "
+                                   f"{best['accuracy_baseline']:.2f}, {best['accuracy_delta']:+.2f} points; chosen on "
+                                   f"validation, {best['val_accuracy_delta']:+.2f} points; n={best['n_seeds']}"
                                    f"{pairing_caveat(best, rows[rows['sifter'] == BASELINE].iloc[0])})")
         records.append(record)
-    return pd.DataFrame(records, columns=["task", "config", "sifter", "pct_time_savings", "accuracy",
-                                          "accuracy_baseline", "accuracy_delta", "statement"])
+    return pd.DataFrame(records, columns=["task", "config", "sifter", "pct_time_savings", "test_accuracy",
+                                          "accuracy_baseline", "accuracy_delta", "val_accuracy_delta", "statement"])
+
+
+def _points_vs_frontier(difference, spread) -> str:
+    return f"{difference:+.2f} ± {spread:.2f}" if pd.notna(spread) else f"{difference:+.2f} (one seed, no spread)"
+
+
+def _test_extra_savings(row: pd.Series) -> str:
+    if pd.notna(row["extra_savings"]):
+        return f"{row['extra_savings']:+.1f} % time saved beyond uniform subsampling at equal test accuracy"
+    if pd.notna(row["frontier_accuracy"]) and row["test_accuracy"] > row["frontier_accuracy"]:
+        return "its test accuracy is above every point of the frontier: no uniform subsampling reaches it"
+    return "extra savings unknown: its test accuracy is below every point of the frontier"
+
+
+def headline_at_equal_time(table: pd.DataFrame, per_sifter: bool = False) -> pd.DataFrame:
+    """Per task, the verdict that decides: among sifted configurations `above` the uniform-subsampling frontier
+    on validation, the one with the most val_extra_savings (one whose validation accuracy is above every
+    frontier point has no frontier_savings: it ranks by its whole pct_time_savings, and says so), reported with
+    its test figures; or a statement that there is none. With `per_sifter`, the same per selection rule."""
+    records = []
+    for task, sifter in _headline_groups(table, per_sifter, is_sifted(table)):
+        rows = table[table["task"] == task]
+        options = rows[is_sifted(rows)] if sifter is None else rows[rows["sifter"] == sifter]
+        record = {"task": task, "config": np.nan, "sifter": np.nan if sifter is None else sifter,
+                  **{name: math.nan for name in ("pct_time_savings", "test_accuracy", "frontier_accuracy",
+                                                 "accuracy_vs_frontier", "accuracy_vs_frontier_std", "extra_savings",
+                                                 "val_accuracy_vs_frontier", "val_extra_savings")},
+                  "verdict_vs_frontier": np.nan, "ranked_by_full_savings": False}
+        above = options[options["val_verdict_vs_frontier"] == "above"]
+        if not (rows["sifter"] == BASELINE).any():
+            record["statement"] = "no baseline (sifter=none) at this scale, so no frontier"
+        elif above.empty and not (rows["sifter"] == CONTROL).any():
+            record["statement"] = ("none: no random control (sifter=random) for this task, so the frontier is the "
+                                   "baseline alone")
+        elif above.empty:
+            record["statement"] = "none: no configuration is above the uniform-subsampling frontier on validation"
+        else:
+            ranking = above["val_extra_savings"].where(above["val_extra_savings"].notna(), above["pct_time_savings"])
+            best = above.loc[ranking.idxmax()]
+            full = pd.isna(best["val_extra_savings"])
+            record.update({name: best[name] for name in record if name in best.index and name != "sifter"},
+                          sifter=best["sifter"], ranked_by_full_savings=full)
+            chosen = (f"its validation accuracy is above every point of the frontier, so it ranks by its whole "
+                      f"{best['pct_time_savings']:.1f} % time saved" if full
+                      else f"{best['val_extra_savings']:+.1f} % extra savings")
+            versus = _points_vs_frontier(best["accuracy_vs_frontier"], best["accuracy_vs_frontier_std"])
+            record["statement"] = (
+                f"{best['config']}: {best['pct_time_savings']:.1f} % time saved at test accuracy "
+                f"{best['test_accuracy']:.2f}, {versus} "
+                f"points against the frontier's {best['frontier_accuracy']:.2f} ({best['verdict_vs_frontier']}); "
+                f"{_test_extra_savings(best)} (chosen on validation: "
+                f"{best['val_accuracy_vs_frontier']:+.2f} points above the frontier, {chosen}; n={best['n_seeds']})")
+        records.append(record)
+    return pd.DataFrame(records, columns=[
+        "task", "config", "sifter", "pct_time_savings", "test_accuracy", "frontier_accuracy", "accuracy_vs_frontier",
+        "accuracy_vs_frontier_std", "verdict_vs_frontier", "extra_savings", "val_accuracy_vs_frontier",
+        "val_extra_savings", "ranked_by_full_savings", "statement"])
 
 
 def pairing_caveat(row: pd.Series, baseline: pd.Series) -> str:
@@ -432,16 +627,20 @@ def fewer_seeds(table: pd.DataFrame) -> dict:
 
 
 def best_sifted(table: pd.DataFrame, tolerance: float = HEADLINE_TOLERANCE) -> dict:
-    """Per task, the table index of the sifted configuration to plot over time: the most time saved within
-    `tolerance` points of the baseline, else the most accurate."""
+    """Per task, the table index of the sifted configuration to plot over time, chosen on validation: the
+    equal-time headline's, else the most time saved within `tolerance` points of the baseline, else the most
+    accurate."""
+    chosen = headline_at_equal_time(table).set_index("task")["config"]
     best = {}
     for task in table["task"].drop_duplicates():
         rows = table[(table["task"] == task) & is_sifted(table)]
         keeping = rows[_within_tolerance(rows, tolerance) & rows["pct_time_savings"].notna()]
-        if len(keeping):
+        if task in chosen.index and pd.notna(chosen[task]):
+            best[task] = rows.index[rows["config"] == chosen[task]][0]
+        elif len(keeping):
             best[task] = keeping["pct_time_savings"].idxmax()
-        elif rows["accuracy"].notna().any():
-            best[task] = rows["accuracy"].idxmax()
+        elif rows["val_accuracy"].notna().any():
+            best[task] = rows["val_accuracy"].idxmax()
     return best
 
 
@@ -457,7 +656,6 @@ def missing_metrics(used: pd.DataFrame) -> dict[str, list[str]]:
     return missing
 
 
-CONTENDED_FRACTION = 0.05  # other processes' CPU per second of a run's wall time, in cores
 
 
 def contended_runs(used: pd.DataFrame, threshold: float = CONTENDED_FRACTION) -> dict[str, float]:
@@ -476,15 +674,17 @@ def baseline_pace(used: pd.DataFrame, tolerance: float = PACE_TOLERANCE) -> list
     `tolerance` (a fraction) slower or faster than the median pace of all that task's runs on that kind.
 
     Pace is training seconds per unit of work trained (a sample, or a padded token), the scoring pass left out,
-    so every selection rule's runs measure the same thing: how fast the machine trained. Every row's savings
-    divide by the mean baseline time, so one baseline run timed while the machine ran slow moves all of them
-    alike, and other_cpu_fraction does not see a slowdown that no process on the machine caused (a shared or
-    throttled host). Each entry gives the odd runs (run_id, seed, pace / median pace) and the baseline's mean
-    time as measured and as it would be with every baseline run at the median pace, which bounds how far the
-    savings could move. Kinds with fewer than 3 runs that measured their work are left out: no median."""
-    rows = run_rows(used)
+    so every selection rule's runs measure the same thing: how fast the machine trained. Each run's savings
+    divide by the pace of the baseline nearest it in time (`timing_references`), so a baseline timed while the
+    machine ran slow moves the savings of every run that takes it as reference, and other_cpu_fraction does not
+    see a slowdown that no process on the machine caused (a shared or throttled host). Each entry gives the odd
+    runs (run_id, seed, pace / median pace), how many runs take each odd one as reference (`referenced_by`), and
+    the baseline's mean time as measured and as it would be with every baseline run at the median pace.
+    Kinds with fewer than 3 runs that measured their work are left out: no median."""
+    rows = paired_savings(run_rows(used))
     # A run without work_trained (or with none) gets a NaN or infinite pace and is left out.
     rows["pace"] = (rows["train_time_s"] - rows["sift_time_s"].fillna(0.0)) / rows["work_trained"]
+    references = rows["reference_run"].value_counts()
     entries = []
     for (task, kind), runs in rows[np.isfinite(rows["pace"])].groupby(["task", "machine_kind"], dropna=False, sort=True):
         baseline = runs[runs["sifter"] == BASELINE]
@@ -498,6 +698,7 @@ def baseline_pace(used: pd.DataFrame, tolerance: float = PACE_TOLERANCE) -> list
         entries.append({
             "task": task, "machine_kind": kind, "n_runs": len(runs), "median_pace": median,
             "odd": [(run_id, seed, ratio[index]) for index, run_id, seed in zip(odd.index, odd["run_id"], odd["seed"])],
+            "referenced_by": {run_id: int(references.get(run_id, 0)) for run_id in odd["run_id"]},
             "baseline_time_s": baseline["train_time_s"].mean(),
             "baseline_time_at_median_s": (median * baseline["work_trained"]).mean(),
         })
@@ -534,152 +735,3 @@ def commands(used: pd.DataFrame) -> list[str]:
     """The distinct command lines that launched the runs, oldest first."""
     ordered = used.sort_values("start_time", kind="stable") if "start_time" in used else used
     return list(column(ordered, "tags.command").dropna().drop_duplicates())
-
-
-# ---------------------------------------------------------------- markdown
-
-# Dollars per run are small: two decimals would print most of them as 0.00 or 0.01.
-DIGITS = {"cost_usd": 4}
-
-
-def fmt(value, digits: int = 2) -> str:
-    if value is None or (not isinstance(value, str) and pd.isna(value)):
-        return "–"
-    if isinstance(value, (int, np.integer)):
-        return str(value)
-    if isinstance(value, (float, np.floating)):
-        return f"{value:.{digits}f}"
-    return str(value).replace("|", "\\|")
-
-
-def with_spread(mean, std, n) -> str:
-    """`mean ± std (n=3)`; the std is left out for a single seed."""
-    if pd.isna(mean):
-        return "–"
-    return f"{mean:.2f} ± {std:.2f} (n={n})" if pd.notna(std) else f"{mean:.2f} (n={n})"
-
-
-def markdown_table(header: list[str], rows: list[list]) -> str:
-    digits = [DIGITS.get(name, 2) for name in header]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(fmt(value, places) for value, places in zip(row, digits)) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def sagemaker_table(table: pd.DataFrame) -> str:
-    """SageMaker's savings layout, one row per sifted configuration; `sifter` names the configuration."""
-    sifted = table[is_sifted(table)]
-    if sifted.empty:
-        return "No sifted configuration at this scale (only the baseline and/or the random control)."
-    header = ["model", "dataset", "sifter", "% accepted", "% savings", "accuracy baseline", "accuracy sifted"]
-    baseline = table[table["sifter"] == BASELINE].drop_duplicates("task").set_index("task")
-    rows = []
-    for _, row in sifted.iterrows():
-        base = baseline.loc[row["task"]] if row["task"] in baseline.index else None
-        if base is None:
-            base_text = "no baseline"
-        elif row["delta_seeds"] == base["delta_seeds"] or pd.isna(row["delta_seeds"]):
-            base_text = with_spread(base["accuracy"], base["accuracy_std"], base["n_seeds"])
-        else:  # the baseline on the seeds this row has, so the two columns compare like with like
-            base_text = f"{row['accuracy_baseline']:.2f} (seeds {row['delta_seeds']} of {base['seeds']})"
-        rows.append([row["model"], row["dataset"], row["config"], row["pct_accepted"], row["pct_time_savings"],
-                     base_text, with_spread(row["accuracy"], row["accuracy_std"], row["n_seeds"])])
-    return markdown_table(header, rows)
-
-
-def full_table(table: pd.DataFrame) -> str:
-    shown = [name for name in table.columns if name not in ("run_ids", "config")]
-    return markdown_table(shown, table[shown].values.tolist())
-
-
-def control_table(pairs: pd.DataFrame) -> str:
-    if pairs.empty:
-        return "No sifted configuration to compare."
-    header = ["task", "sifted", "% accepted", "accuracy", "random control", "% accepted", "accuracy",
-              "difference", "spread", "verdict"]
-    rows = [[p["task"], p["config"], p["pct_accepted"], with_spread(p["accuracy"], p["accuracy_std"], p["n_seeds"]),
-             p["control"], p["control_pct_accepted"],
-             with_spread(p["control_accuracy"], p["control_accuracy_std"], p["control_n_seeds"]),
-             p["accuracy_difference"], p["spread"], p["verdict"]] for _, p in pairs.iterrows()]
-    return markdown_table(header, rows)
-
-
-def render_report(*, table: pd.DataFrame, used: pd.DataFrame, excluded: pd.DataFrame, scale: str, source: str,
-                  report_command: str, plots: dict[str, str], notes: list[str]) -> str:
-    """report.md: SageMaker's layout first, then headline, control comparison, full table, plots, provenance."""
-    pairs = pair_controls(table)
-    headlines = headline(table)
-    other_scales = excluded[excluded["reason"].str.startswith("scale ", na=False)]
-    unfinished = excluded[excluded["reason"].str.startswith("status ", na=False)]
-    reruns = excluded[excluded["reason"].str.startswith("rerun", na=False)]
-    other_machines = excluded[excluded["reason"].str.startswith("machine ", na=False)]
-    other_tasks = excluded[excluded["reason"].str.startswith("task ", na=False)]
-    parents = excluded[excluded["reason"] == "sweep parent"]
-    lines = [
-        f"# Smart sifting savings, scale `{scale}`", "",
-        f"Built by `{report_command}` from {len(used)} FINISHED runs ({source}). "
-        "Every number below comes from the commands under *How this was made*.", "",
-        "## Savings (SageMaker layout)", "", sagemaker_table(table), "",
-        "% accepted: samples trained on / samples seen. % savings: training wall time (scoring passes included, "
-        "evaluation excluded) saved against the baseline (sifter=none) of the same task and scale on the same "
-        "machine kind, 100 × (1 − time / mean baseline time of that kind), averaged over runs (std in the full "
-        "table). Accuracy: test accuracy in %, mean ± sample std over seeds; a configuration that lacks some of "
-        "the baseline's seeds is set against the baseline on the seeds it has. "
-        "A configuration's name shows only the params that differ between that sifter's configurations; "
-        "the full table has them all.", "",
-        "## Headline", "",
-        f"Per task, the best % time savings among configurations whose mean accuracy is at most "
-        f"{HEADLINE_TOLERANCE:g} points below the baseline's, paired by seed (the mean of per-seed differences):", "",
-        *[f"- **{fmt(h['task'])}**: {h['statement']}" for _, h in headlines.iterrows()], "",
-        "The same per selection rule:", "",
-        *[f"- {fmt(h['task'])}, `{fmt(h['sifter'])}`: {h['statement']}"
-          for _, h in headline(table, per_sifter=True).iterrows()], "",
-        "## Sifting against the random control", "",
-        "Each sifted configuration is paired with the random control (sifter=random) of the same task whose "
-        "mean % accepted is closest, so both train on about as many samples. Rule: " + CONTROL_RULE, "",
-        control_table(pairs), "",
-        "## Full table", "",
-        f"Also in `table.csv` (with the run ids of each row). {', '.join(SIFTER_PARAMS)} and the other sifter "
-        "params identify a configuration; std is over seeds; `–` is missing.", "",
-        full_table(table), "",
-    ]
-    if plots:
-        lines += ["## Plots", ""]
-        for file_name, caption in plots.items():
-            lines += [f"![{file_name}]({file_name})", "", caption, ""]
-    if notes:
-        lines += ["## Notes", "", *[f"- {note}" for note in notes], ""]
-    scale_counts = ", ".join(f"{name}: {count}" for name, count in
-                             other_scales["reason"].str.removeprefix("scale ").value_counts(sort=False).items())
-    lines += [
-        "## Runs and machine", "",
-        f"- Scale: `{scale}`.",
-        f"- Runs used: {len(used)} FINISHED.",
-        f"- Left out: not FINISHED {len(unfinished)}" + (" (listed below)" if len(unfinished) else "")
-        + f"; other scales {len(other_scales)}" + (f" ({scale_counts})" if scale_counts else "")
-        + f"; reruns of an identical config and seed {len(reruns)} (the latest kept); sweep parents {len(parents)}"
-        + (f"; runs of machine kinds other than `--machine` {len(other_machines)}" if len(other_machines) else "")
-        + (f"; runs of tasks not asked for with `--task` {len(other_tasks)} ("
-           + ", ".join(f"{name}: {count}" for name, count in
-                       other_tasks["reason"].str.removeprefix("task ").value_counts(sort=False).items()) + ")"
-           if len(other_tasks) else "")
-        + ".",
-        "- Machine kinds (CPU model and the flags that pick its kernels, cores, GPU) per task, with their runs: "
-        "a time is compared only with the baseline timed on the same kind, so kinds can share a table; "
-        "`--machine` builds it from one kind.",
-        *[f"  - {fmt(task)}: {count} runs on `{kind}`" for (task, kind), count in
-          pd.DataFrame({"task": column(used, "tags.task"), "kind": machine_kinds(used)}).value_counts(
-              sort=False).items()],
-        *(["- Left out as runs of other machine kinds:"] if len(other_machines) else []),
-        *[f"  - {count} on `{kind}`" for kind, count in
-          other_machines["reason"].str.removeprefix("machine ").value_counts(sort=False).items()],
-        *[f"- Machine: {line}" for line in machines(used)],
-        *[f"- git commit: `{commit}`" for commit in column(used, "tags.git_commit").dropna().drop_duplicates()],
-        "",
-    ]
-    if len(unfinished):
-        shown = ["run_id", "run_name", "status", "task", "sifter", "seed"]
-        lines += [markdown_table(["run id", "name", "status", "task", "sifter", "seed"],
-                                 unfinished[shown].values.tolist()), ""]
-    lines += ["## How this was made", "", "```", *commands(used), report_command, "```", ""]
-    return "\n".join(lines)

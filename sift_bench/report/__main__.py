@@ -1,7 +1,8 @@
 """`python -m sift_bench.report`: the savings table, report.md, plots and CSVs of one scale.
 
 Reads the harness's MLflow store (or, with --from-csv, the runs.csv/history.csv/excluded.csv an earlier report
-wrote, so results/ can be rebuilt without the sqlite file) and writes under results/<scale>/.
+wrote, so results/ can be rebuilt without the sqlite file) and writes under results/<scale>/. No file it writes
+holds an absolute path (paths.py): results/ is read on other machines.
 Exit status: 0 written; 1 nothing to report (no store, no experiment, or no FINISHED run of the scale), in
 which case nothing is written and earlier results stay; 2 bad usage.
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from sift_bench import report
+from sift_bench.report import markdown, paths
 
 # conf/tracking/mlflow.yaml's defaults, so a bare `python -m sift_bench.report` reads what a bare job wrote.
 DEFAULT_URI = "sqlite:///mlflow.db"
@@ -73,9 +75,17 @@ def wide_history(long: pd.DataFrame) -> pd.DataFrame:
     return wide.reindex(columns=columns)
 
 
-def read_csv_dir(directory: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """runs.csv (the runs a report used), excluded.csv and history.csv, as the store would have given them."""
-    runs = report.normalise(pd.read_csv(directory / "runs.csv", dtype=str, keep_default_na=False))
+def runs_csv_path(from_csv: Path) -> Path:
+    """--from-csv names the folder of an earlier report or its runs.csv itself."""
+    return from_csv if from_csv.is_file() else from_csv / "runs.csv"
+
+
+def read_csv_dir(from_csv: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """runs.csv (the runs a report used), excluded.csv and history.csv next to it, as the store would have given
+    them. `from_csv`: the folder, or the path of its runs.csv."""
+    runs_path = runs_csv_path(from_csv)
+    directory = runs_path.parent
+    runs = report.normalise(pd.read_csv(runs_path, dtype=str, keep_default_na=False))
     excluded = pd.DataFrame(columns=list(report.EXCLUDED_COLUMNS))
     if (directory / "excluded.csv").is_file():
         excluded = report.normalise(pd.read_csv(directory / "excluded.csv", dtype=str, keep_default_na=False))
@@ -98,50 +108,88 @@ def _pyplot():
 
 def _task_title(rows: pd.DataFrame, task) -> str:
     model, dataset = report.first_present(rows["model"]), report.first_present(rows["dataset"])
-    return f"{report.fmt(task)} ({report.fmt(model)}, {report.fmt(dataset)})"
+    return f"{markdown.fmt(task)} ({markdown.fmt(model)}, {markdown.fmt(dataset)})"
+
+
+# Offsets (points, from the label's lower left corner) tried in turn for a point's number: eight directions on
+# rings ever farther out, so the numbers of crowded points do not overlap; beyond the first ring a thin line
+# leads back to the point.
+LABEL_SIZE = (11, 9)  # a number's box in points at fontsize 7: up to two digits
+LABEL_OFFSETS = tuple((round(radius * dx) - (LABEL_SIZE[0] if dx < 0 else 0) + (2 if dx >= 0 else -2),
+                       round(radius * dy) - (LABEL_SIZE[1] if dy < 0 else 0) + (2 if dy >= 0 else -2))
+                      for radius in (4, 14, 26, 40)
+                      for dx, dy in ((1, 1), (1, -1), (-1, 1), (-1, -1), (0, 1), (0, -1), (1, 0), (-1, 0)))
+NEAR_LABELS = 8  # the first ring: no leader line
+
+
+def place_labels(axis, positions: list[tuple[float, float]]) -> list[int]:
+    """Greedy placement: for each point (data coordinates) the index into LABEL_OFFSETS of the first offset whose
+    label box overlaps neither an earlier label nor any point's marker; the first offset when all overlap."""
+    to_points = 72.0 / axis.figure.dpi
+    anchors = [tuple(axis.transData.transform(position) * to_points) for position in positions]
+    width, height = LABEL_SIZE
+    markers = [(x - 3, y - 3, x + 3, y + 3) for x, y in anchors]
+    placed, chosen = [], []
+    for x, y in anchors:
+        def overlaps(box):
+            return any(box[0] < other[2] and other[0] < box[2] and box[1] < other[3] and other[1] < box[3]
+                       for other in placed + markers)
+        boxes = [(x + dx, y + dy, x + dx + width, y + dy + height) for dx, dy in LABEL_OFFSETS]
+        free = next((i for i, box in enumerate(boxes) if not overlaps(box)), 0)
+        placed.append(boxes[free])
+        chosen.append(free)
+    return chosen
 
 
 def plot_accuracy_vs_savings(table: pd.DataFrame, scale: str, path: Path) -> None:
-    """Per task, accuracy against % time savings: one series per sifter, error bars = std over seeds."""
+    """Per task, test accuracy against % time saved: the uniform-subsampling frontier as a line through the
+    baseline and the random controls, every other configuration a numbered point (error bars = std over seeds)
+    coloured by sifter, with a key of number -> configuration under the axes."""
     plt = _pyplot()
     tasks = list(table["task"].drop_duplicates())
-    figure, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4.5), squeeze=False)
+    most = max((int(report.is_sifted(table[table["task"] == task]).sum()) for task in tasks), default=0)
+    figure, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.8 + 0.17 * most), squeeze=False)
     for axis, task in zip(axes[0], tasks):
         rows = table[table["task"] == task]
         axis.set_title(_task_title(rows, task))
         axis.set_xlabel("% training time saved vs baseline")
         axis.set_ylabel("test accuracy (%)")
-        baseline = rows[rows["sifter"] == report.BASELINE]
-        if baseline.empty:
+        if not (rows["sifter"] == report.BASELINE).any():
             axis.text(0.5, 0.5, "no baseline at this scale:\n% savings unknown", transform=axis.transAxes,
                       ha="center", va="center")
             continue
-        for sifter, series in rows[rows["sifter"] != report.BASELINE].groupby("sifter", sort=False):
-            series = series.dropna(subset=["pct_time_savings", "accuracy"])
-            if series.empty:
-                continue
-            label = f"{sifter} (control)" if sifter == report.CONTROL else str(sifter)
-            axis.errorbar(series["pct_time_savings"], series["accuracy"], yerr=series["accuracy_std"].fillna(0),
-                          fmt="o", capsize=3, label=label)
-            for _, row in series.iterrows():
-                axis.annotate(f"{row['pct_accepted']:.0f}% kept", (row["pct_time_savings"], row["accuracy"]),
-                              textcoords="offset points", xytext=(4, 4), fontsize=7)
-        base = baseline.iloc[0]
-        axis.errorbar([0], [base["accuracy"]], yerr=[0 if pd.isna(base["accuracy_std"]) else base["accuracy_std"]],
-                      fmt="s", color="black", capsize=3, label="baseline (sifter=none)")
-        axis.axhline(base["accuracy"], color="gray", linestyle=":", linewidth=1)
-        axis.legend(fontsize=8)
-    figure.suptitle(f"scale={scale}: mean over seeds, error bars = std; labels = % of samples accepted", fontsize=9)
+        points = report.frontier_points(rows).dropna(subset=["frontier_x", "test_accuracy"])
+        points = points.sort_values("frontier_x", kind="stable")
+        axis.plot(points["frontier_x"], points["test_accuracy"], color="gray", marker="s", markersize=4,
+                  label="frontier: baseline + random controls")
+        sifted = rows[report.is_sifted(rows)].dropna(subset=["pct_time_savings", "test_accuracy"])
+        colors = {sifter: f"C{number % 10}" for number, sifter in enumerate(sifted["sifter"].drop_duplicates())}
+        keys = []
+        for number, (_, row) in enumerate(sifted.iterrows(), start=1):
+            axis.errorbar([row["pct_time_savings"]], [row["test_accuracy"]],
+                          yerr=[0 if pd.isna(row["test_accuracy_std"]) else row["test_accuracy_std"]],
+                          fmt="o", color=colors[row["sifter"]], capsize=3, markersize=4,
+                          label=f"{number}: {row['config']} ({row['pct_accepted']:.0f} % kept)")
+            keys.append(number)
+        axis.autoscale_view()
+        positions = list(zip(sifted["pct_time_savings"], sifted["test_accuracy"]))
+        for number, position, choice in zip(keys, positions, place_labels(axis, positions)):
+            leader = {"arrowstyle": "-", "color": "gray", "linewidth": 0.5} if choice >= NEAR_LABELS else None
+            axis.annotate(str(number), position, textcoords="offset points", xytext=LABEL_OFFSETS[choice],
+                          fontsize=7, ha="left", va="bottom", arrowprops=leader)
+        axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
+    figure.suptitle(f"scale={scale}: mean over seeds, error bars = std; a point above the gray line beats uniform "
+                    "subsampling at equal time", fontsize=9)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(figure)
 
 
 def _curve(history: pd.DataFrame, run_ids: list[str]) -> pd.DataFrame:
     """Mean cumulative train time and accuracy over a configuration's seeds at each evaluation step."""
-    points = history[history["run_id"].isin(run_ids)].dropna(subset=["train_time_s", "eval_accuracy"])
-    return points.groupby("step").agg(train_time_s=("train_time_s", "mean"), accuracy=("eval_accuracy", "mean"),
-                                      accuracy_std=("eval_accuracy", "std")).reset_index()
+    points = history[history["run_id"].isin(run_ids)].dropna(subset=["train_time_s", "test_accuracy"])
+    return points.groupby("step").agg(train_time_s=("train_time_s", "mean"), accuracy=("test_accuracy", "mean"),
+                                      accuracy_std=("test_accuracy", "std")).reset_index()
 
 
 def plot_accuracy_vs_time(table: pd.DataFrame, history: pd.DataFrame, kinds: dict[str, str], scale: str,
@@ -166,9 +214,10 @@ def plot_accuracy_vs_time(table: pd.DataFrame, history: pd.DataFrame, kinds: dic
             sifted = table.loc[[best[task]]]
             lines.append((sifted, f"best sifted: {sifted['config'].iloc[0]}", "C0", "-"))
             pair = pairs[(pairs["task"] == task) & (pairs["config"] == sifted["config"].iloc[0])]
-            if len(pair) and pd.notna(pair["control"].iloc[0]):
-                control = rows[(rows["sifter"] == report.CONTROL) & (rows["config"] == pair["control"].iloc[0])]
-                lines.append((control, f"paired control: {pair['control'].iloc[0]}", "C1", "--"))
+            if len(pair) and pd.notna(pair["nearest_control"].iloc[0]):
+                nearest = pair["nearest_control"].iloc[0]
+                control = rows[(rows["sifter"] == report.CONTROL) & (rows["config"] == nearest)]
+                lines.append((control, f"nearest control: {nearest}", "C1", "--"))
         lines = [line for line in lines if not line[0].empty]
         run_ids = [run_id for config, *_ in lines for run_id in config["run_ids"].iloc[0].split()]
         plotted = pd.Series([kinds.get(run_id) for run_id in run_ids], dtype=object).dropna()
@@ -209,23 +258,26 @@ def write_results(out: Path, used: pd.DataFrame, excluded: pd.DataFrame, history
         (out / name).unlink(missing_ok=True)  # a plot this report cannot draw must not be left from an older one
     plots = {}
     plot_accuracy_vs_savings(table, scale, out / SAVINGS_PLOT)
-    plots[SAVINGS_PLOT] = ("Accuracy against % training time saved, per task; every sifter its own series, "
-                           "the baseline at 0. Error bars: std over seeds.")
+    plots[SAVINGS_PLOT] = ("Test accuracy against % training time saved, per task: the gray line is the "
+                           "uniform-subsampling frontier (the baseline at 0 and the random controls), every other "
+                           "configuration a numbered point, its number in the key under the axes. Error bars: std "
+                           "over seeds.")
     kinds = dict(zip(used["run_id"], report.machine_kinds(used)))
     drawn = plot_accuracy_vs_time(table, history, kinds, scale, out / TIME_PLOT)
     if drawn:
         plots[TIME_PLOT] = ("Accuracy against cumulative training time at each evaluation, for the baseline, the "
-                            "best sifted configuration (most time saved within "
-                            f"{report.HEADLINE_TOLERANCE:g} points of the baseline, else the most accurate) and "
-                            "its paired random control; mean over the seeds run on one machine kind per task: "
-                            + "; ".join(f"{report.fmt(task)} on `{kind}`" for task, kind in drawn.items()) + ".")
+                            "best sifted configuration (chosen on validation: the equal-time headline's, else "
+                            f"the most time saved within {report.HEADLINE_TOLERANCE:g} points of the baseline, "
+                            "else the most accurate) and the random control nearest it in % accepted; test "
+                            "accuracy, mean over the seeds run on one machine kind per task: "
+                            + "; ".join(f"{markdown.fmt(task)} on `{kind}`" for task, kind in drawn.items()) + ".")
 
     notes = []
     for task in report.tasks_without_baseline(table):
-        notes.append(f"Task {report.fmt(task)} has no baseline (sifter=none) run at this scale: its savings, "
+        notes.append(f"Task {markdown.fmt(task)} has no baseline (sifter=none) run at this scale: its savings, "
                      "accuracy_baseline and accuracy_delta are empty.")
     for task, short in report.fewer_seeds(table).items():
-        notes.append(f"Task {report.fmt(task)}: {len(short)} configurations lack some of the baseline's seeds "
+        notes.append(f"Task {markdown.fmt(task)}: {len(short)} configurations lack some of the baseline's seeds "
                      "(an unfinished sweep or a failed run); their accuracy delta is paired over the seeds they "
                      "have: " + "; ".join(f"{config} (seeds {seeds})" for config, seeds in short) + ".")
     for run_id, names in report.missing_metrics(used).items():
@@ -237,21 +289,23 @@ def write_results(out: Path, used: pd.DataFrame, excluded: pd.DataFrame, history
         notes.append(f"Run {run_id}: other processes used {fraction:.2f} of a core per second while it trained "
                      f"(over {report.CONTENDED_FRACTION:g}): its time is suspect.")
     for pace in report.baseline_pace(used):
-        odd = "; ".join(f"run {run_id} (seed {seed}) at {100 * (ratio - 1):+.0f} %" for run_id, seed, ratio in pace["odd"])
+        odd = "; ".join(f"run {run_id} (seed {seed}) at {100 * (ratio - 1):+.0f} %, the time reference of "
+                        f"{pace['referenced_by'][run_id]} runs (x {ratio:.3f})" for run_id, seed, ratio in pace["odd"])
         measured, at_median = pace["baseline_time_s"], pace["baseline_time_at_median_s"]
         notes.append(
-            f"Task {report.fmt(pace['task'])} on `{pace['machine_kind']}`: the baseline trained at an odd pace "
+            f"Task {markdown.fmt(pace['task'])} on `{pace['machine_kind']}`: the baseline trained at an odd pace "
             f"(seconds per unit of work, scoring left out, against the median of the task's {pace['n_runs']} runs "
-            f"on that kind): {odd}. Every row's savings divide by the baseline's mean time, "
-            f"{measured:.1f} s; with its runs at the median pace it would be {at_median:.1f} s, and a row's "
-            f"% time savings S would read 100 - (100 - S) x {measured / at_median:.3f}. The machine's speed drifted "
-            "between runs: read savings within that margin as noise.")
+            f"on that kind): {odd}. Each run's savings divide by the pace of the baseline nearest it in time; at "
+            f"the median pace a run that takes an odd baseline as reference would read 100 - (100 - S) x that "
+            f"factor instead of its % time savings S. The baseline's mean time is {measured:.1f} s, "
+            f"{at_median:.1f} s at the median pace. The machine's speed drifted between runs: read savings within "
+            "that margin as noise, unless the drift lasted long enough for the nearest baseline to share it.")
     for task, names in report.varying_settings(used).items():
-        notes.append(f"Runs of task {report.fmt(task)} differ in {', '.join(names)}, not only in the sifter and "
+        notes.append(f"Runs of task {markdown.fmt(task)} differ in {', '.join(names)}, not only in the sifter and "
                      "seed: its rows may compare different training setups.")
     if TIME_PLOT not in plots:
         notes.append("No per-evaluation history for the configurations to plot: accuracy_vs_time.png not drawn.")
-    (out / "report.md").write_text(report.render_report(
+    (out / "report.md").write_text(markdown.render_report(
         table=table, used=used, excluded=excluded, scale=scale, source=source, report_command=report_command,
         plots=plots, notes=notes))
     return table
@@ -278,7 +332,8 @@ def parser() -> argparse.ArgumentParser:
                           "publish one task's finished table while the other's sweep is still being run")
     cli.add_argument("--out", type=Path, help="output folder (default results/<scale>)")
     cli.add_argument("--from-csv", type=Path, metavar="DIR",
-                     help="rebuild from DIR/runs.csv, excluded.csv and history.csv instead of a store")
+                     help="rebuild from DIR/runs.csv, excluded.csv and history.csv instead of a store (DIR may "
+                          "also be the path of the runs.csv, with the other two next to it)")
     return cli
 
 
@@ -291,25 +346,27 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     cli = parser()
     args = cli.parse_args(argv)
-    report_command = shlex.join(["python", "-m", "sift_bench.report", *argv])
+    # Relative paths only: report.md quotes this command, and results/ is read on other machines.
+    report_command = shlex.join(["python", "-m", "sift_bench.report", *map(paths.relative_text, argv)])
     if args.from_csv and (args.tracking_uri or args.experiment_name):
         cli.error("--from-csv reads CSV files; it takes no --tracking-uri or --experiment-name")
     try:
         if args.from_csv:
-            if not (args.from_csv / "runs.csv").is_file():
+            if not runs_csv_path(args.from_csv).is_file():
                 cli.error(f"--from-csv: no runs.csv in {args.from_csv}")
             runs, excluded_before, history = read_csv_dir(args.from_csv)
             scale = args.scale or csv_scale(runs) or DEFAULT_SCALE
-            source = f"rebuilt from the CSV files in {args.from_csv}"
+            source = f"rebuilt from the CSV files in {paths.relative_text(str(runs_csv_path(args.from_csv).parent))}"
         else:
             uri = args.tracking_uri or DEFAULT_URI
             experiment_name = args.experiment_name or DEFAULT_EXPERIMENT
             runs = read_store(uri, experiment_name)
             excluded_before = pd.DataFrame(columns=list(report.EXCLUDED_COLUMNS))
             scale = args.scale or DEFAULT_SCALE
-            source = f"experiment `{experiment_name}` in `{uri}`"
+            source = f"experiment `{experiment_name}` in `{paths.relative_text(uri)}`"
         if runs.empty:
-            raise NothingToReport(f"{args.from_csv}/runs.csv has no runs" if args.from_csv else "the store has no runs")
+            raise NothingToReport(f"{runs_csv_path(args.from_csv)} has no runs" if args.from_csv
+                                  else "the store has no runs")
         try:
             used, excluded = report.split_runs(runs, scale, args.machine, args.task)
         except ValueError as error:
@@ -320,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         if len(unfinished):
             warn(f"warning: {len(unfinished)} runs of scale {scale} are not FINISHED and are left out:")
             for _, run in unfinished.iterrows():
-                print(f"  {run['run_id']}  {report.fmt(run['run_name'])}  {run['status']}", file=sys.stderr)
+                print(f"  {run['run_id']}  {markdown.fmt(run['run_name'])}  {run['status']}", file=sys.stderr)
         other_scales = excluded["reason"].str.startswith("scale ", na=False).sum()
         if other_scales:
             warn(f"ignored {other_scales} runs of other scales (--scale {scale})")
@@ -336,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
             raise NothingToReport(f"no FINISHED run of scale {scale!r}{hint}")
         if not args.from_csv:
             history = read_history(uri, list(used["run_id"]))
+        # runs.csv, excluded.csv and the commands in report.md carry no absolute path (data_dir, source.name, ...).
+        used, excluded = paths.relative_frame(used), paths.relative_frame(excluded)
         out = args.out or Path("results") / scale
         table = write_results(out, used, excluded, history, scale, source, report_command)
     except NothingToReport as reason:
@@ -343,11 +402,16 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"sift_bench.report: {len(used)} runs -> {len(table)} rows; wrote {out}/report.md, table.csv, runs.csv, "
           "history.csv, excluded.csv and plots")
+    for _, line in report.headline_at_equal_time(table).iterrows():
+        print(f"  {markdown.fmt(line['task'])} at equal time: {line['statement']}")
     for _, line in report.headline(table).iterrows():
-        print(f"  {report.fmt(line['task'])}: {line['statement']}")
+        print(f"  {markdown.fmt(line['task'])} within {report.HEADLINE_TOLERANCE:g} points: {line['statement']}")
     print("  per selection rule:")
+    for _, line in report.headline_at_equal_time(table, per_sifter=True).iterrows():
+        print(f"    {markdown.fmt(line['task'])} {markdown.fmt(line['sifter'])} at equal time: {line['statement']}")
     for _, line in report.headline(table, per_sifter=True).iterrows():
-        print(f"    {report.fmt(line['task'])} {report.fmt(line['sifter'])}: {line['statement']}")
+        print(f"    {markdown.fmt(line['task'])} {markdown.fmt(line['sifter'])} within "
+              f"{report.HEADLINE_TOLERANCE:g} points: {line['statement']}")
     return 0
 
 

@@ -1,0 +1,235 @@
+"""report.md: the text around the savings table, from the table and the runs frame. Pure pandas, no I/O."""
+
+import numpy as np
+import pandas as pd
+
+from sift_bench.machine import CONTENDED_FRACTION
+
+from sift_bench.report import (BASELINE, CONTROL_RULE, HEADLINE_TOLERANCE, SIFTER_PARAMS, column,
+                               commands, frontier_points, headline, headline_at_equal_time, is_sifted,
+                               machine_kinds, machines, pair_controls)
+
+TIMING_RULE = (
+    "Each run's % time savings is measured against the baseline run (sifter=none) of its task, scale and machine "
+    "kind whose midpoint in time ((start + end) / 2) is nearest its own, at that baseline's pace: reference time = "
+    "its train_time_s / work_trained × the mean work_trained of the task's baseline runs on that kind, and "
+    "savings = 100 × (1 − time / reference time), averaged over a row's runs. A machine drifts between sittings "
+    "and within one, so the baseline timed closest to a run says best how fast the machine was for it; a "
+    "baseline is its own nearest, so its savings are about 0. A baseline during which other processes used more than "
+    f"{CONTENDED_FRACTION:g} of a core is a reference only when its kind has no clean baseline of the task.")
+
+FRONTIER_RULE = (
+    "A data-selection method must beat simply training for less at the same compute: a budget-matched "
+    "comparison, as in \"No Train No Gain\" (Kaddour et al., 2023). Training for less is here uniform random "
+    "subsampling (sifter=random, with the schedule over samples seen), so per task the *frontier* is the "
+    "piecewise-linear curve through the baseline (at 0 % time saved, its mean accuracy) and every random control "
+    "(at its mean % time saved and mean accuracy), sorted by % time saved; controls at the same % time saved "
+    "count as one point, their mean. For every other configuration, `frontier_accuracy` is the curve at the "
+    "configuration's own % time saved (none outside the curve's range: `outside range`); `accuracy_vs_frontier` "
+    "is its accuracy minus that, ± the std over seeds of the same difference taken seed by seed (each seed's "
+    "frontier through that seed's accuracies at the same positions, over the seeds the configuration, the "
+    "baseline and every random control have); it is `above` or `below` the frontier when the difference exceeds "
+    "that std, else `within spread`. `frontier_savings` is the % time saved at which the curve reaches the "
+    "configuration's accuracy (the largest, where it reaches it more than once; none when the accuracy is above "
+    "every point of the curve or below all of them), and `extra_savings` = % time saved − `frontier_savings`: what "
+    "selection buys over uniform subsampling at equal accuracy. The same on validation accuracy (`val_*` columns) "
+    "chooses; test accuracy reports. Every figure can be recomputed from the `pct_time_savings`, `test_accuracy` "
+    "and `val_accuracy` of the baseline and random-control rows of `table.csv` (the std from `runs.csv`).")
+
+# Dollars per run are small: two decimals would print most of them as 0.00 or 0.01.
+DIGITS = {"cost_usd": 4}
+
+
+def fmt(value, digits: int = 2) -> str:
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return "–"
+    if isinstance(value, (int, np.integer)):
+        return str(value)
+    if isinstance(value, (float, np.floating)):
+        return f"{value:.{digits}f}"
+    return str(value).replace("|", "\\|")
+
+
+def with_spread(mean, std, n) -> str:
+    """`mean ± std (n=3)`; the std is left out for a single seed."""
+    if pd.isna(mean):
+        return "–"
+    return f"{mean:.2f} ± {std:.2f} (n={n})" if pd.notna(std) else f"{mean:.2f} (n={n})"
+
+
+def markdown_table(header: list[str], rows: list[list]) -> str:
+    digits = [DIGITS.get(name, 2) for name in header]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(fmt(value, places) for value, places in zip(row, digits)) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def sagemaker_table(table: pd.DataFrame) -> str:
+    """SageMaker's savings layout, one row per sifted configuration; `sifter` names the configuration."""
+    sifted = table[is_sifted(table)]
+    if sifted.empty:
+        return "No sifted configuration at this scale (only the baseline and/or the random control)."
+    header = ["model", "dataset", "sifter", "% accepted", "% savings", "accuracy baseline", "accuracy sifted"]
+    baseline = table[table["sifter"] == BASELINE].drop_duplicates("task").set_index("task")
+    rows = []
+    for _, row in sifted.iterrows():
+        base = baseline.loc[row["task"]] if row["task"] in baseline.index else None
+        if base is None:
+            base_text = "no baseline"
+        elif row["delta_seeds"] == base["delta_seeds"] or pd.isna(row["delta_seeds"]):
+            base_text = with_spread(base["test_accuracy"], base["test_accuracy_std"], base["n_seeds"])
+        else:  # the baseline on the seeds this row has, so the two columns compare like with like
+            base_text = f"{row['accuracy_baseline']:.2f} (seeds {row['delta_seeds']} of {base['seeds']})"
+        rows.append([row["model"], row["dataset"], row["config"], row["pct_accepted"], row["pct_time_savings"],
+                     base_text, with_spread(row["test_accuracy"], row["test_accuracy_std"], row["n_seeds"])])
+    return markdown_table(header, rows)
+
+
+def frontier_tables(table: pd.DataFrame) -> list[str]:
+    """Per task: the frontier's points, then every sifted configuration against it (test, then validation)."""
+    lines = []
+    for task, rows in table.groupby("task", dropna=False, sort=False):
+        points = frontier_points(rows).sort_values("frontier_x", kind="stable")
+        point_rows = [[p["config"], p["frontier_x"], p["test_accuracy"], p["val_accuracy"], p["n_seeds"]]
+                      for _, p in points.iterrows()]
+        lines += [f"**{fmt(task)}**: the frontier's points", "",
+                  markdown_table(["point", "% time saved", "test accuracy", "val accuracy", "n"], point_rows)
+                  if point_rows else "No baseline or random control.", ""]
+        sifted = rows[is_sifted(rows)]
+        if sifted.empty:
+            continue
+        header = ["configuration", "% time saved", "test accuracy", "frontier", "vs frontier", "verdict",
+                  "frontier savings", "extra savings", "val vs frontier", "val verdict", "val extra savings"]
+        lines += [markdown_table(header, [
+            [r["config"], r["pct_time_savings"], r["test_accuracy"], r["frontier_accuracy"],
+             with_spread(r["accuracy_vs_frontier"], r["accuracy_vs_frontier_std"], r["n_seeds"]),
+             r["verdict_vs_frontier"], r["frontier_savings"], r["extra_savings"],
+             with_spread(r["val_accuracy_vs_frontier"], r["val_accuracy_vs_frontier_std"], r["n_seeds"]),
+             r["val_verdict_vs_frontier"], r["val_extra_savings"]] for _, r in sifted.iterrows()]), ""]
+    return lines
+
+
+def full_table(table: pd.DataFrame) -> str:
+    shown = [name for name in table.columns if name not in ("run_ids", "config")]
+    return markdown_table(shown, table[shown].values.tolist())
+
+
+def control_table(pairs: pd.DataFrame) -> str:
+    if pairs.empty:
+        return "No sifted configuration to compare."
+    header = ["task", "sifted", "% accepted", "accuracy", "random control (between)", "accuracy there",
+              "difference", "spread", "verdict"]
+    rows = [[p["task"], p["config"], p["pct_accepted"], with_spread(p["accuracy"], p["accuracy_std"], p["n_seeds"]),
+             p["control"], with_spread(p["control_accuracy"], p["control_accuracy_std"], p["control_n_seeds"]),
+             p["accuracy_difference"], p["spread"], p["verdict"]] for _, p in pairs.iterrows()]
+    return markdown_table(header, rows)
+
+
+def headline_lines(table: pd.DataFrame) -> list[str]:
+    at_equal_time = headline_at_equal_time(table).set_index("task", drop=False)
+    within_reach = headline(table).set_index("task", drop=False)
+    lines = []
+    for task in table["task"].drop_duplicates():
+        lines += [f"- **{fmt(task)}**",
+                  f"  1. At equal time (the verdict that decides): {at_equal_time.loc[task, 'statement']}",
+                  f"  2. Best % time savings within {HEADLINE_TOLERANCE:g} points of the baseline: "
+                  f"{within_reach.loc[task, 'statement']}"]
+    return lines
+
+
+def render_report(*, table: pd.DataFrame, used: pd.DataFrame, excluded: pd.DataFrame, scale: str, source: str,
+                  report_command: str, plots: dict[str, str], notes: list[str]) -> str:
+    """report.md: SageMaker's layout first, then headlines, the frontier, the control comparison, the full table,
+    plots, provenance. `source` and `report_command` come with their paths already relative."""
+    pairs = pair_controls(table)
+    other_scales = excluded[excluded["reason"].str.startswith("scale ", na=False)]
+    unfinished = excluded[excluded["reason"].str.startswith("status ", na=False)]
+    reruns = excluded[excluded["reason"].str.startswith("rerun", na=False)]
+    other_machines = excluded[excluded["reason"].str.startswith("machine ", na=False)]
+    other_tasks = excluded[excluded["reason"].str.startswith("task ", na=False)]
+    parents = excluded[excluded["reason"] == "sweep parent"]
+    lines = [
+        f"# Smart sifting savings, scale `{scale}`", "",
+        f"Built by `{report_command}` from {len(used)} FINISHED runs ({source}). "
+        "Every number below comes from the commands under *How this was made*.", "",
+        "## Savings (SageMaker layout)", "", sagemaker_table(table), "",
+        "% accepted: samples trained on / samples seen. % savings: training wall time (scoring passes included, "
+        "evaluation excluded) saved against the baseline (sifter=none) of the same task and scale on the same "
+        "machine kind, timed nearest in time (std in the full table). " + TIMING_RULE + " Accuracy: test accuracy "
+        "in %, mean ± sample std over seeds (validation accuracy only chooses); a configuration that lacks some of "
+        "the baseline's seeds is set against the baseline on the seeds it has. "
+        "A configuration's name shows only the params that differ between that sifter's configurations; "
+        "the full table has them all.", "",
+        "## Headline", "",
+        "Per task, two headlines, each CHOSEN on validation accuracy and REPORTED with test accuracy: (1) among "
+        "configurations above the uniform-subsampling frontier on validation (see *Against the uniform-subsampling "
+        "frontier*), the one with the most extra savings over it; (2) the best % time savings among configurations "
+        f"whose validation accuracy is at most {HEADLINE_TOLERANCE:g} points below the baseline's, paired by seed "
+        "(the mean of per-seed differences).", "",
+        *headline_lines(table), "",
+        "The same per selection rule:", "",
+        *[f"- {fmt(h['task'])}, `{fmt(h['sifter'])}`, at equal time: {h['statement']}"
+          for _, h in headline_at_equal_time(table, per_sifter=True).iterrows()],
+        *[f"- {fmt(h['task'])}, `{fmt(h['sifter'])}`, within {HEADLINE_TOLERANCE:g} points: {h['statement']}"
+          for _, h in headline(table, per_sifter=True).iterrows()], "",
+        "## Against the uniform-subsampling frontier", "",
+        FRONTIER_RULE, "",
+        *frontier_tables(table),
+        "## Sifting against the random control", "",
+        "Each sifted configuration against the random control (sifter=random) of the same task at the same % "
+        "accepted, so both train on as many samples. Rule: " + CONTROL_RULE + " This compares at equal data, not "
+        "at equal time: a rule whose scoring pass costs time can beat the control here and still be below the "
+        "frontier.", "",
+        control_table(pairs), "",
+        "## Full table", "",
+        f"Also in `table.csv` (with the run ids of each row). {', '.join(SIFTER_PARAMS)} and the other sifter "
+        "params identify a configuration; std is over seeds; `–` is missing; `accuracy_*` and `*_frontier*` "
+        "columns without `val_` are test accuracy.", "",
+        full_table(table), "",
+    ]
+    if plots:
+        lines += ["## Plots", ""]
+        for file_name, caption in plots.items():
+            lines += [f"![{file_name}]({file_name})", "", caption, ""]
+    if notes:
+        lines += ["## Notes", "", *[f"- {note}" for note in notes], ""]
+    scale_counts = ", ".join(f"{name}: {count}" for name, count in
+                             other_scales["reason"].str.removeprefix("scale ").value_counts(sort=False).items())
+    lines += [
+        "## Runs and machine", "",
+        f"- Scale: `{scale}`.",
+        f"- Runs used: {len(used)} FINISHED"
+        + (f", of which {int((column(used, 'tags.timing_slot').notna()).sum())} baselines tagged `timing_slot` "
+           "(timed first and last in a seed's block; every baseline run of a seed is a timing of the machine, and "
+           "together one seed for accuracy)"
+           if column(used, "tags.timing_slot").notna().any() else "") + ".",
+        f"- Left out: not FINISHED {len(unfinished)}" + (" (listed below)" if len(unfinished) else "")
+        + f"; other scales {len(other_scales)}" + (f" ({scale_counts})" if scale_counts else "")
+        + f"; reruns of an identical config and seed {len(reruns)} (the latest kept; every baseline run stays, "
+        "each a timing of the machine)"
+        + f"; sweep parents {len(parents)}"
+        + (f"; runs of machine kinds other than `--machine` {len(other_machines)}" if len(other_machines) else "")
+        + (f"; runs of tasks not asked for with `--task` {len(other_tasks)} ("
+           + ", ".join(f"{name}: {count}" for name, count in
+                       other_tasks["reason"].str.removeprefix("task ").value_counts(sort=False).items()) + ")"
+           if len(other_tasks) else "")
+        + ".",
+        "- Machine kinds (CPU model and the flags that pick its kernels, cores, GPU) per task, with their runs: "
+        "a time is compared only with a baseline timed on the same kind, so kinds can share a table; "
+        "`--machine` builds it from one kind.",
+        *[f"  - {fmt(task)}: {count} runs on `{kind}`" for (task, kind), count in
+          pd.DataFrame({"task": column(used, "tags.task"), "kind": machine_kinds(used)}).value_counts(
+              sort=False).items()],
+        *(["- Left out as runs of other machine kinds:"] if len(other_machines) else []),
+        *[f"  - {count} on `{kind}`" for kind, count in
+          other_machines["reason"].str.removeprefix("machine ").value_counts(sort=False).items()],
+        *[f"- Machine: {line}" for line in machines(used)],
+        *[f"- git commit: `{commit}`" for commit in column(used, "tags.git_commit").dropna().drop_duplicates()],
+        "",
+    ]
+    if len(unfinished):
+        shown = ["run_id", "run_name", "status", "task", "sifter", "seed"]
+        lines += [markdown_table(["run id", "name", "status", "task", "sifter", "seed"],
+                                 unfinished[shown].values.tolist()), ""]
+    lines += ["## How this was made", "", "```", *commands(used), report_command, "```", ""]
+    return "\n".join(lines)
