@@ -55,6 +55,8 @@ def portable(value):
         return value
     if value.startswith("sqlite:////"):
         return "sqlite:///" + os.path.relpath(value[len("sqlite:///"):])
+    if value.startswith("file:///"):
+        return os.path.relpath(value[len("file://"):])
     if value.startswith("/"):
         return os.path.relpath(value)
     return value
@@ -76,6 +78,16 @@ def portable_argument(argument: str) -> str:
 def git_commit() -> str | None:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def git_remote() -> str | None:
+    """The `origin` remote's URL (or path) of the checkout sift_bench runs from, or None."""
+    try:
+        out = subprocess.run(["git", "remote", "get-url", "origin"], capture_output=True, text=True, timeout=5,
                              cwd=Path(__file__).resolve().parent)
     except (OSError, subprocess.SubprocessError):
         return None
@@ -256,6 +268,10 @@ def run_tags(cfg: DictConfig, model_name: str, dataset_name: str, fingerprint: s
     if commit:
         tags["git_commit"] = commit
         tags["mlflow.source.git.commit"] = commit
+    remote = git_remote()
+    if remote:
+        # MLflow records the remote as it is; a clone of a local folder has an absolute path there.
+        tags["mlflow.source.git.repoURL"] = portable(remote)
     return tags
 
 

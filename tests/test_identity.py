@@ -43,3 +43,9 @@ def test_a_table_only_setting_rehashes_only_the_rows_that_use_it(table):
     before, after = hashes([]), hashes(["table.long_delay=7"])
     assert [row for row in before if before[row] != after[row]] == ["delay_long"]
     assert len(set(before.values())) == len(before) - 1  # every row its own hash, but the two baseline timings
+
+
+@pytest.mark.parametrize("experiment,table", [("bert", "bert_table"), ("resnet", "resnet_table")])
+def test_the_readme_command_is_the_tables_beta_3_row(experiment, table):
+    # README quotes the table's beta_value=3 seed-0 run as what `+experiment=bert` prints: the same training.
+    assert hash_of([f"+experiment={experiment}"]) == hash_of([f"+experiment={table}", "+table_row=beta_3", "seed=0"])

@@ -57,3 +57,15 @@ def test_a_store_moves_with_its_artifacts_and_resumes_from_anywhere(tmp_path):
     for run in runs:
         assert (clone / "results" / run.info.artifact_uri / "config.yaml").is_file()
         assert not ABSOLUTE_PATH.search(" ".join([*run.data.params.values(), *run.data.tags.values()]).encode())
+
+
+def test_portable_makes_absolute_paths_and_uris_relative_and_leaves_the_rest(tmp_path, monkeypatch):
+    from sift_bench.tracking import portable, portable_argument
+
+    monkeypatch.chdir(tmp_path)
+    assert portable(str(tmp_path / "data")) == "data"
+    assert portable(f"sqlite:///{tmp_path}/results/mlflow.db") == "sqlite:///results/mlflow.db"
+    assert portable(f"file://{tmp_path.parent}/origin.git") == "../origin.git"
+    for unchanged in ("sqlite:///mlflow.db", "https://github.com/o/r.git", "../shared/data", 3):
+        assert portable(unchanged) == unchanged
+    assert portable_argument(f"paths.data_dir={tmp_path}/d") == "paths.data_dir=d"
