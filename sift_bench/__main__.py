@@ -60,8 +60,8 @@ def baseline_retime_reason(cfg: DictConfig, experiment_id: str, this_kind: str) 
         return (f"this machine kind ('{this_kind}') has no {task} baseline at scale={scale} yet "
                 "(tracking.baseline_per_machine=true)")
     sweep_started = os.environ.get(tracking.SWEEP_STARTED_ENV)
-    if cfg.tracking.baseline_per_sitting and sweep_started and not tracking.finished_since(
-            uri, experiment_id, task, scale, "none", this_kind, int(sweep_started)):
+    if cfg.tracking.baseline_per_sitting and sweep_started and this_kind not in tracking.finished_machine_kinds(
+            uri, experiment_id, task, scale, "none", since_ms=int(sweep_started)):
         return (f"this sitting's sweep has timed no {task} baseline at scale={scale} on this machine kind yet "
                 "(tracking.baseline_per_sitting=true)")
     return None

@@ -75,23 +75,23 @@ def portable_argument(argument: str) -> str:
     return f"{key}={portable(value)}" if equals else portable(argument)
 
 
-def git_commit() -> str | None:
+def _git(*args: str) -> str | None:
+    """What `git ARGS` prints in the checkout sift_bench runs from, or None (no git, no checkout, an error)."""
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+        out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=5,
                              cwd=Path(__file__).resolve().parent)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def git_commit() -> str | None:
+    return _git("rev-parse", "HEAD")
 
 
 def git_remote() -> str | None:
-    """The `origin` remote's URL (or path) of the checkout sift_bench runs from, or None."""
-    try:
-        out = subprocess.run(["git", "remote", "get-url", "origin"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    """The `origin` remote's URL (or path), or None."""
+    return _git("remote", "get-url", "origin")
 
 
 def machine_tags() -> dict[str, str]:
@@ -174,9 +174,9 @@ def run_name(cfg: DictConfig) -> str:
     return " ".join(part for part in parts if part)
 
 
-def sqlite_folder(uri: str) -> Path | None:
-    """The folder of a sqlite store's file, or None for any other store."""
-    return Path(uri[len("sqlite:///"):]).parent if uri.startswith("sqlite:///") else None
+def sqlite_file(uri: str) -> Path | None:
+    """A sqlite store's file, or None for any other store."""
+    return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
 
 
 def use_store(uri: str, experiment_name: str) -> str:
@@ -186,13 +186,14 @@ def use_store(uri: str, experiment_name: str) -> str:
     experiment = client.get_experiment_by_name(experiment_name)
     if experiment is not None:
         return experiment.experiment_id
-    folder = sqlite_folder(uri)
-    if folder is None:
+    store_file = sqlite_file(uri)
+    if store_file is None:
         return client.create_experiment(experiment_name)
-    experiment_id = client.create_experiment(experiment_name, artifact_location=(folder.resolve() / ARTIFACTS_FOLDER).as_uri())
+    experiment_id = client.create_experiment(
+        experiment_name, artifact_location=(store_file.parent.resolve() / ARTIFACTS_FOLDER).as_uri())
     # MLflow stores an absolute artifact location; a relative one, read against the store's own folder (see
     # log_config), lets a committed store move to any clone and resume there.
-    with sqlite3.connect(uri[len("sqlite:///"):]) as connection:
+    with sqlite3.connect(store_file) as connection:
         connection.execute("PRAGMA secure_delete = ON")  # so the replaced absolute path leaves no trace in the file
         # Experiment 0 is MLflow's own "Default", made with the store, at an absolute ./mlruns of the caller.
         connection.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id IN (0, ?)",
@@ -212,20 +213,13 @@ def find_finished_run(uri: str, experiment_id: str, fingerprint: str, timing_slo
     return runs[0].info.run_id if runs else None
 
 
-def finished_since(uri: str, experiment_id: str, task: str, scale: str, sifter: str, machine_kind: str,
-                   since_ms: int) -> bool:
-    """Whether a run of this task, scale and sifter FINISHED on this machine kind after `since_ms`."""
-    runs = MlflowClient(uri).search_runs(
-        [experiment_id], max_results=50_000,
-        filter_string=f"tags.task = '{task}' and tags.scale = '{scale}' and tags.sifter = '{sifter}' "
-                      f"and attributes.status = 'FINISHED' and attributes.start_time >= {since_ms}")
-    return any(run.data.tags.get("machine.kind") == machine_kind for run in runs)
-
-
 def finished_machine_kinds(uri: str, experiment_id: str, task: str, scale: str,
-                           sifter: str | None = None) -> dict[str, int]:
-    """How many FINISHED runs of this task and scale (and sifter, if given) the store holds per machine kind."""
+                           sifter: str | None = None, since_ms: int | None = None) -> dict[str, int]:
+    """How many FINISHED runs of this task and scale (and sifter, and started at or after `since_ms`, if given)
+    the store holds per machine kind."""
     sifter_filter = f" and tags.sifter = '{sifter}'" if sifter else ""
+    if since_ms is not None:
+        sifter_filter += f" and attributes.start_time >= {since_ms}"
     runs = MlflowClient(uri).search_runs(
         [experiment_id], max_results=50_000,
         filter_string=f"tags.task = '{task}' and tags.scale = '{scale}'{sifter_filter} and attributes.status = 'FINISHED'")
@@ -289,11 +283,11 @@ def log_config(uri: str, run, tree: dict) -> None:
     """The resolved config as the run's `config.yaml` artifact. A relative artifact location (a store made by
     use_store) lies in the sqlite file's own folder, wherever the command runs."""
     artifact_uri = run.info.artifact_uri
-    folder = sqlite_folder(uri)
-    if folder is None or "://" in artifact_uri or artifact_uri.startswith(("/", "file:")):
+    store_file = sqlite_file(uri)
+    if store_file is None or "://" in artifact_uri or artifact_uri.startswith(("/", "file:")):
         mlflow.log_dict(tree, "config.yaml")
         return
-    target = folder / artifact_uri / "config.yaml"
+    target = store_file.parent / artifact_uri / "config.yaml"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(yaml.safe_dump(tree, sort_keys=False))
 
