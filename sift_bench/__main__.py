@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 
-from sift_bench import tracking
+from sift_bench import distributed, tracking
 from sift_bench.data import DataNotFoundError
 from sift_bench.tasks import build_task
 from sift_bench.train import train
@@ -67,25 +67,15 @@ def baseline_retime_reason(cfg: DictConfig, experiment_id: str, this_kind: str) 
     return None
 
 
-def run_job(cfg: DictConfig) -> float | None:
-    signal.signal(signal.SIGTERM, _terminate)
-    try:
-        sift_config = validate(cfg)
-    except ConfigError as error:
-        fail(str(error))
-    if cfg.scale.device.startswith("cuda") and not torch.cuda.is_available():
-        fail(f"scale.device={cfg.scale.device!r} but no CUDA device is available; use scale=cpu or scale=smoke")
-    if cfg.trainer.num_threads:
-        torch.set_num_threads(cfg.trainer.num_threads)
-
+def store_verdict(cfg: DictConfig, world_size: int) -> tuple[str, str]:
+    """Whether this job runs, from the store and the machine: ("run", experiment_id), ("skip", why) or
+    ("fail", why). Under DDP rank 0 alone asks, and every rank follows its verdict."""
     deadline = start_deadline(cfg.tracking.start_before)
     if deadline is not None and datetime.now(deadline.tzinfo) >= deadline:
         # A sitting ends between jobs, not in the middle of one that would be lost (marked KILLED).
-        print(f"sift_bench: skipped, tracking.start_before={cfg.tracking.start_before} has passed "
-              f"({tracking.run_name(cfg)})")
-        return None
+        return "skip", f"tracking.start_before={cfg.tracking.start_before} has passed ({tracking.run_name(cfg)})"
     experiment_id = tracking.use_store(cfg.tracking.uri, cfg.tracking.experiment_name)
-    fingerprint = tracking.config_hash(cfg)
+    fingerprint = tracking.config_hash(cfg, world_size)
     this_kind = tracking.machine_tags()["machine.kind"]
     if cfg.tracking.skip_finished:
         done = tracking.find_finished_run(cfg.tracking.uri, experiment_id, fingerprint, cfg.tracking.timing_slot,
@@ -98,41 +88,71 @@ def run_job(cfg: DictConfig) -> float | None:
         if retime:
             print(f"sift_bench: run {done} already FINISHED with this config, but {retime}: running it again")
         elif done:
-            print(f"sift_bench: skipped, run {done} already FINISHED with this config ({tracking.run_name(cfg)})")
-            return None
+            return "skip", f"run {done} already FINISHED with this config ({tracking.run_name(cfg)})"
     required = cfg.tracking.require_machine
     if required and required not in this_kind:
-        fail(f"tracking.require_machine={required!r}: this machine's kind is '{this_kind}', which does not contain "
-             "it (see README.md, 'Machine kinds'); set "
-             "tracking.require_machine=null to run here anyway")
+        return "fail", (f"tracking.require_machine={required!r}: this machine's kind is '{this_kind}', which does not "
+                        "contain it (see README.md, 'Machine kinds'); set tracking.require_machine=null to run here "
+                        "anyway")
     if cfg.tracking.require_same_machine:
         kinds = tracking.finished_machine_kinds(cfg.tracking.uri, experiment_id, cfg.task.name, cfg.scale.name)
         error = tracking.other_machine_error(cfg, kinds, this_kind)
         if error:
-            fail(error)
+            return "fail", error
+    return "run", experiment_id
+
+
+def run_job(cfg: DictConfig) -> float | None:
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        sift_config = validate(cfg)
+    except ConfigError as error:
+        fail(str(error))
+    if cfg.scale.device.startswith("cuda") and not torch.cuda.is_available():
+        fail(f"scale.device={cfg.scale.device!r} but no CUDA device is available; use scale=cpu or scale=smoke")
+    if cfg.trainer.num_threads:
+        torch.set_num_threads(cfg.trainer.num_threads)
+
+    world, device = distributed.start(cfg.scale.device)
+    verdict, detail = distributed.broadcast(store_verdict(cfg, world.world_size) if world.is_main else None, world)
+    if verdict == "fail":
+        fail(detail)
+    if verdict == "skip":
+        if world.is_main:
+            print(f"sift_bench: skipped, {detail}")
+        return None
+    experiment_id = detail
 
     seed_everything(cfg.seed)
-    device = torch.device(cfg.scale.device)
     try:
         parts = build_task(cfg, device)
     except (DataNotFoundError, ConfigError) as error:
         fail(str(error))
 
-    tags = tracking.run_tags(cfg, parts.model_name, parts.dataset_name, fingerprint)
-    run = tracking.start_run(cfg, experiment_id, tags)
+    run = None
+    if world.is_main:
+        tags = tracking.run_tags(cfg, parts.model_name, parts.dataset_name, tracking.config_hash(cfg, world.world_size),
+                                 world.world_size)
+        run = tracking.start_run(cfg, experiment_id, tags, world.world_size)
     try:
         result = train(parts, cfg.trainer, device, cfg.scale.precision, sift_config, seed=cfg.seed,
-                       target_accuracy=cfg.task.target_accuracy, on_eval=tracking.EvalLogger())
+                       target_accuracy=cfg.task.target_accuracy, on_eval=tracking.EvalLogger() if run else None,
+                       sync=cfg.sifter.get("sync", "global"))
         cost_usd = cfg.cost.usd_per_hour * result.train_time_s / 3600.0
-        tracking.log_final(result, cost_usd)
+        if run:
+            tracking.log_final(result, cost_usd)
     except KeyboardInterrupt:
-        mlflow.end_run("KILLED")
-        # One line, not a traceback: what was stopped and where it is recorded. Exit status as for SIGINT.
-        print(f"sift_bench: interrupted, run {run.info.run_id} marked KILLED in {cfg.tracking.uri}", file=sys.stderr)
+        if run:
+            mlflow.end_run("KILLED")
+            # One line, not a traceback: what was stopped and where it is recorded. Exit status as for SIGINT.
+            print(f"sift_bench: interrupted, run {run.info.run_id} marked KILLED in {cfg.tracking.uri}", file=sys.stderr)
         sys.exit(130)
     except BaseException:
-        mlflow.end_run("FAILED")
+        if run:
+            mlflow.end_run("FAILED")
         raise
+    if not run:
+        return None
     mlflow.end_run("FINISHED")
     print(summary(cfg, result, cost_usd, run.info.run_id))
     return result.test_accuracy

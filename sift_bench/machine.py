@@ -32,13 +32,20 @@ class OtherCpuMeter:
         self.wall_start = time.perf_counter()
         return self
 
-    def stop(self) -> tuple[float, float]:
-        """(other processes' CPU seconds, that per second of wall time); NaN where /proc/stat is missing."""
+    def own_cpu_s(self) -> float:
+        """CPU seconds this process used since start()."""
+        return time.process_time() - self.own_start
+
+    def stop(self, sibling_cpu_s: float = 0.0) -> tuple[float, float]:
+        """(other processes' CPU seconds, that per second of wall time); NaN where /proc/stat is missing.
+
+        sibling_cpu_s: CPU seconds of processes of the same job (the other DDP ranks on this machine), not counted.
+        """
         machine_end = machine_busy_seconds()
         wall = time.perf_counter() - self.wall_start
         if self.machine_start is None or machine_end is None:
             return float("nan"), float("nan")
-        own = time.process_time() - self.own_start
+        own = self.own_cpu_s() + sibling_cpu_s
         # /proc/stat counts in clock ticks, so tick jitter can make the difference slightly negative.
         other = max(machine_end - self.machine_start - own, 0.0)
         return other, other / max(wall, 1e-9)

@@ -38,11 +38,18 @@ def flatten(tree, prefix: str = "") -> dict[str, str]:
     return flat
 
 
-def config_hash(cfg: DictConfig) -> str:
-    """A fingerprint of what is trained: task, sifter, scale, trainer, cost and seed."""
+def config_hash(cfg: DictConfig, world_size: int = 1) -> str:
+    """A fingerprint of what is trained: task, sifter, scale, trainer and seed, and the world size under DDP.
+
+    In one process the world size and `sifter.sync` (which only DDP reads) stay out, so a run's identity is the
+    one it had before DDP existed."""
     tree = OmegaConf.to_container(cfg, resolve=True)
     for key in NOT_HASHED:
         tree.pop(key, None)
+    if world_size > 1:
+        tree["world_size"] = world_size
+    else:
+        tree.get("sifter", {}).pop("sync", None)
     for key in NOT_HASHED_TRAINER:
         tree.get("trainer", {}).pop(key, None)
     return hashlib.sha1(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:16]
@@ -244,7 +251,8 @@ def other_machine_error(cfg: DictConfig, kinds: dict[str, int], this_kind: str) 
             "tracking.require_same_machine=false")
 
 
-def run_tags(cfg: DictConfig, model_name: str, dataset_name: str, fingerprint: str) -> dict[str, str]:
+def run_tags(cfg: DictConfig, model_name: str, dataset_name: str, fingerprint: str,
+             world_size: int = 1) -> dict[str, str]:
     tags = {
         "task": cfg.task.name,
         "model": model_name,
@@ -253,6 +261,7 @@ def run_tags(cfg: DictConfig, model_name: str, dataset_name: str, fingerprint: s
         "scale": cfg.scale.name,
         "seed": str(cfg.seed),
         "config_hash": fingerprint,
+        "world_size": str(world_size),  # the report pairs savings within one world size
     }
     if cfg.tracking.timing_slot:
         tags["timing_slot"] = str(cfg.tracking.timing_slot)
@@ -269,12 +278,12 @@ def run_tags(cfg: DictConfig, model_name: str, dataset_name: str, fingerprint: s
     return tags
 
 
-def start_run(cfg: DictConfig, experiment_id: str, tags: dict[str, str]):
+def start_run(cfg: DictConfig, experiment_id: str, tags: dict[str, str], world_size: int = 1):
     run = mlflow.start_run(
         experiment_id=experiment_id, run_name=run_name(cfg), tags=tags, parent_run_id=os.environ.get(PARENT_RUN_ENV) or None
     )
     tree = portable_tree(OmegaConf.to_container(cfg, resolve=True))
-    mlflow.log_params(flatten(tree))
+    mlflow.log_params({**flatten(tree), "world_size": str(world_size)})
     log_config(cfg.tracking.uri, run, tree)
     return run
 
@@ -316,4 +325,6 @@ def log_final(result, cost_usd: float) -> None:
         "time_to_target_s": result.time_to_target_s, "other_cpu_s": result.other_cpu_s,
         "work_trained": result.work_trained,
         "other_cpu_fraction": result.other_cpu_fraction,
+        # Under DDP: sums over the ranks (steps: each rank's batches, the same on every rank).
+        "samples_left_over": result.samples_left_over, "sift_sync_time_s": result.sync_time_s, "steps": result.steps,
     }, step=len(result.history) - 1)

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
+from torch.nn.parallel import DistributedDataParallel
 
+from sift_bench import distributed
 from sift_bench.machine import OtherCpuMeter
 from sift_bench.schedule import SampleSchedule
 from sift_bench.sifting import Loss, SiftingDataloader
@@ -50,6 +52,12 @@ class TrainResult:
     other_cpu_s: float  # CPU seconds other processes used meanwhile: near 0 on a quiet machine
     other_cpu_fraction: float  # other_cpu_s per second of wall time: above a few % the timing is suspect
     history: list[EvalPoint] = field(default_factory=list)
+    # Under DDP (one process: 1, 0, 0.0): the ranks; the kept samples no batch of every rank took (counted in
+    # samples_seen, not trained on); the time the sifter spent in collectives. Samples are sums over all ranks.
+    world_size: int = 1
+    samples_left_over: int = 0
+    sync_time_s: float = 0.0
+    steps: int = 0  # optimizer steps (batches) of this rank, the same on every rank
 
 
 class TaskLoss(Loss):
@@ -121,13 +129,25 @@ def train(
     seed: int = 0,
     target_accuracy: float | None = None,
     on_eval: Callable[[EvalPoint], None] | None = None,
+    sync: str = "global",
 ) -> TrainResult:
     """Train `parts.model` for `trainer_cfg.epochs` epochs.
 
     Evaluates `evals_per_epoch` times per epoch, or, with `eval_every_epochs` > 1, at the end of every
     `eval_every_epochs`-th epoch; the last epoch always ends with an evaluation.
+
+    Under DDP (an initialised process group, see sift_bench.distributed) each rank trains on its shard, the
+    model wrapped in DistributedDataParallel; counts are summed over the ranks and rank 0 alone evaluates (its
+    accuracies are the run's; the other ranks' evaluation points hold NaN). `sync` is the sifter's
+    (SiftingDataloader's `sync`).
     """
     model = parts.model
+    world = distributed.current()
+    train_model = model
+    if world.distributed:
+        train_model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        # The weights are rank 0's (DDP broadcasts them); dropout masks should differ between ranks.
+        torch.manual_seed(seed + world.rank)
     autocast = autocast_factory(device, precision)
     optimizer = build_optimizer(model, trainer_cfg.optimizer)
     total_samples = trainer_cfg.epochs * parts.num_train_samples
@@ -140,7 +160,7 @@ def train(
     if sift_config is not None:
         sifter = SiftingDataloader(
             sift_config, parts.train_loader, TaskLoss(parts.per_sample_loss, autocast), model, seed=seed,
-            num_samples=parts.num_train_samples, num_epochs=trainer_cfg.epochs,
+            num_samples=parts.num_train_samples, num_epochs=trainer_cfg.epochs, sync=sync,
         )
         loader = sifter
     # Stale-loss and InfoBatch sifters decide from the training losses, so the loop hands them back.
@@ -155,30 +175,34 @@ def train(
     train_time = eval_time = 0.0
     time_to_target = math.nan
     eval_every = parts.num_train_samples / trainer_cfg.evals_per_epoch
-    progress = _progress_bar(total_samples, trainer_cfg.progress)
+    progress = _progress_bar(total_samples, trainer_cfg.progress and world.is_main)
 
     lr_multiplier = 0.0
 
-    def record_eval(epoch_position: float, loss_mean: float, epoch_seen: int, epoch_trained: int):
+    def record_eval(epoch_position: float, loss_sum: float, epoch_seen: int, epoch_trained: int):
         nonlocal eval_time, time_to_target
+        # Trained counts and losses are this rank's; seen counts come summed over the ranks already.
+        loss_sum, epoch_trained, trained = distributed.sum_over_ranks([loss_sum, epoch_trained, samples_trained], world, device)
         start = time.perf_counter()
-        accuracy = evaluate(parts, autocast)
+        accuracy = evaluate(parts, autocast) if world.is_main else {"val": math.nan, "test": math.nan}
         eval_time += time.perf_counter() - start
         point = EvalPoint(
-            epoch=epoch_position, samples_seen=samples_seen, samples_trained=samples_trained, train_time_s=train_time,
-            train_loss=loss_mean, val_accuracy=accuracy["val"], test_accuracy=accuracy["test"], pct_accepted=100.0 * epoch_trained / max(epoch_seen, 1),
-            lr_multiplier=lr_multiplier,
+            epoch=epoch_position, samples_seen=samples_seen, samples_trained=int(trained), train_time_s=train_time,
+            train_loss=loss_sum / max(epoch_trained, 1), val_accuracy=accuracy["val"], test_accuracy=accuracy["test"],
+            pct_accepted=100.0 * epoch_trained / max(epoch_seen, 1), lr_multiplier=lr_multiplier,
         )
         history.append(point)
-        log.info("epoch %.2f  train_loss %.4f  val_accuracy %.2f %%  test_accuracy %.2f %%  accepted %.1f %%  "
-                 "train_time %.1f s", point.epoch, point.train_loss, point.val_accuracy, point.test_accuracy,
-                 point.pct_accepted, point.train_time_s)
+        if world.is_main:
+            log.info("epoch %.2f  train_loss %.4f  val_accuracy %.2f %%  test_accuracy %.2f %%  accepted %.1f %%  "
+                     "train_time %.1f s", point.epoch, point.train_loss, point.val_accuracy, point.test_accuracy,
+                     point.pct_accepted, point.train_time_s)
         if target_accuracy is not None and math.isnan(time_to_target) and point.val_accuracy >= target_accuracy:
             time_to_target = train_time
         if on_eval:
             on_eval(point)
 
     model.train()
+    steps = 0
     other_cpu = OtherCpuMeter().start()
     for epoch in range(trainer_cfg.epochs):
         epoch_start_seen, epoch_start_trained = samples_seen, samples_trained
@@ -189,12 +213,14 @@ def train(
         for step, batch in enumerate(loader):
             batch_size = parts.batch_size_of(batch)
             # The candidates consumed to build this batch count as seen, so the schedule runs on samples seen.
-            samples_seen = sifter.stats.samples_seen if sifter else samples_seen + batch_size
-            samples_trained += batch_size
+            # Under DDP the sifter counts over all ranks; so does the plain loader, whose shards are equal in size.
+            samples_seen = sifter.stats.samples_seen if sifter else samples_seen + batch_size * world.world_size
+            samples_trained += batch_size  # this rank's: summed over the ranks at each evaluation
+            steps += 1
             work_trained += parts.work_of(batch)
             lr_multiplier = schedule.step(samples_seen)
             with autocast():
-                losses = parts.per_sample_loss(model, batch)
+                losses = parts.per_sample_loss(train_model, batch)
             optimizer.zero_grad(set_to_none=True)
             if feedback:
                 (losses * sifter.batch_weights().to(losses.device)).mean().backward()
@@ -212,15 +238,24 @@ def train(
                 next_eval += 1
                 sync()
                 train_time += time.perf_counter() - segment_start
-                record_eval(epoch + epoch_seen / parts.num_train_samples, loss_sum.item() / epoch_trained, epoch_seen, epoch_trained)
+                record_eval(epoch + epoch_seen / parts.num_train_samples, loss_sum.item(), epoch_seen, epoch_trained)
                 segment_start = time.perf_counter()
         sync()
         train_time += time.perf_counter() - segment_start
+        if sifter:
+            # Candidates sifted after the epoch's last batch (under DDP, or with drop_last) were seen too.
+            samples_seen = sifter.stats.samples_seen
         epoch_seen, epoch_trained = samples_seen - epoch_start_seen, samples_trained - epoch_start_trained
         if (epoch + 1) % trainer_cfg.eval_every_epochs == 0 or epoch + 1 == trainer_cfg.epochs:
-            record_eval(float(epoch + 1), loss_sum.item() / max(epoch_trained, 1), epoch_seen, epoch_trained)
+            record_eval(float(epoch + 1), loss_sum.item(), epoch_seen, epoch_trained)
     progress.close()
-    other_cpu_s, other_cpu_fraction = other_cpu.stop()
+    # A sibling rank on this machine is part of the job, not contention.
+    other_cpu_s, other_cpu_fraction = other_cpu.stop(distributed.sibling_cpu_seconds(other_cpu.own_cpu_s(), world))
+    local_trained = samples_trained
+    samples_trained, work_trained = (int(v) for v in distributed.sum_over_ranks([samples_trained, work_trained], world, device))
+    if world.distributed:
+        print(f"sift_bench: rank {world.rank} of {world.world_size}: {steps} batches, {local_trained} samples trained",
+              flush=True)
 
     return TrainResult(
         val_accuracy=history[-1].val_accuracy,
@@ -236,5 +271,9 @@ def train(
         other_cpu_s=other_cpu_s,
         other_cpu_fraction=other_cpu_fraction,
         history=history,
+        world_size=world.world_size,
+        samples_left_over=sifter.stats.samples_left_over if sifter else 0,
+        sync_time_s=sifter.stats.sync_seconds if sifter else 0.0,
+        steps=steps,
     )
 

@@ -6,7 +6,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from sift_bench.distributed import world_size_from_env
 from sift_bench.schedule import SCHEDULES
+from sift_bench.sifting.ranks import SYNC_MODES
 from sift_bench.sifting import (
     InfoBatchSiftConfig, LossConfig, RandomSiftConfig, RelativeProbabilisticSiftConfig, SiftingBaseConfig,
     StaleLossSiftConfig,
@@ -74,10 +76,17 @@ def validate(cfg: DictConfig):
     start_deadline(cfg.tracking.start_before)
     _require(cfg.tracking.timing_slot in (None, "first", "last"), "tracking.timing_slot", cfg.tracking.timing_slot,
              "null, 'first' or 'last'")
+    if cfg.sifter.name != "none":
+        _require(cfg.sifter.get("sync") in SYNC_MODES, "sifter.sync", cfg.sifter.get("sync"),
+                 f"one of {SYNC_MODES} (global: one loss history across DDP ranks; local: each rank sifts alone)")
     trainer = cfg.trainer
     _require(_is_int(cfg.seed) and cfg.seed >= 0, "seed", cfg.seed, "an integer >= 0")
     _require(_is_int(trainer.epochs) and trainer.epochs >= 1, "trainer.epochs", trainer.epochs, "an integer >= 1")
     _require(_is_int(trainer.batch_size) and trainer.batch_size >= 1, "trainer.batch_size", trainer.batch_size, "an integer >= 1")
+    world_size = world_size_from_env()
+    _require(trainer.batch_size % world_size == 0, "trainer.batch_size", trainer.batch_size,
+             f"a multiple of the {world_size} DDP ranks (WORLD_SIZE={world_size}): it is the global batch, which "
+             "each rank takes an equal share of")
     _require(_is_int(trainer.evals_per_epoch) and trainer.evals_per_epoch >= 1, "trainer.evals_per_epoch",
              trainer.evals_per_epoch, "an integer >= 1")
     _require(_is_int(trainer.eval_every_epochs) and trainer.eval_every_epochs >= 1, "trainer.eval_every_epochs",

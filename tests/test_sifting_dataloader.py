@@ -328,15 +328,18 @@ def test_stats_snapshot_and_reset():
     assert sifter.stats.pct_accepted == 100.0
     list(sifter)
     snapshot = sifter.stats.snapshot()
-    assert set(snapshot) == {"samples_seen", "samples_kept", "batches_yielded",
-                             "scoring_seconds", "pct_accepted"}
+    assert set(snapshot) == {"samples_seen", "samples_kept", "samples_left_over", "batches_yielded",
+                             "scoring_seconds", "sync_seconds", "pct_accepted"}
     assert all(type(value) in (int, float) for value in snapshot.values())
     assert snapshot["samples_seen"] == 40
     assert snapshot["pct_accepted"] == pytest.approx(100 * snapshot["samples_kept"] / 40)
     assert snapshot["scoring_seconds"] > 0
+    # One process: no ranks to wait for, nothing left over.
+    assert snapshot["sync_seconds"] == 0.0 and snapshot["samples_left_over"] == 0
     sifter.stats.reset()
-    assert sifter.stats.snapshot() == {"samples_seen": 0, "samples_kept": 0, "batches_yielded": 0,
-                                       "scoring_seconds": 0.0, "pct_accepted": 100.0}
+    assert sifter.stats.snapshot() == {"samples_seen": 0, "samples_kept": 0, "samples_left_over": 0,
+                                       "batches_yielded": 0, "scoring_seconds": 0.0, "sync_seconds": 0.0,
+                                       "pct_accepted": 100.0}
     assert sifter.stats.samples_sifted_out == 0
 
 

@@ -8,6 +8,7 @@ Three sources, chosen by `task.data.source`:
 
 import hashlib
 import io
+import os
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ import numpy as np
 import torch
 
 from sift_bench.data import DataNotFoundError
+from sift_bench.data.sharding import shard_order
 
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 # Channel statistics of the CIFAR-10 training split (canonical values).
@@ -73,7 +75,7 @@ def load_zip(data_dir: str | Path, cache_dir: str | Path) -> CifarArrays:
     else:
         arrays = _decode_zip(zip_path)
         cache_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp_path = cache_path.with_suffix(".tmp.npz")
+        tmp_path = cache_path.with_suffix(f".{os.getpid()}.tmp.npz")  # one per process: DDP ranks decode at once
         np.savez(tmp_path, **arrays)
         tmp_path.replace(cache_path)  # atomic, so an interrupted decode never leaves a half cache
     return CifarArrays(**{key: torch.from_numpy(value) for key, value in arrays.items()})
@@ -148,7 +150,9 @@ class CifarLoader:
     """A re-iterable loader over resident tensors that yields (images, labels, sample_ids) batches.
 
     Images are normalised floats (channels_last when asked); it exposes `batch_size` and
-    `drop_last` like a torch DataLoader, which is all `SiftingDataloader` needs.
+    `drop_last` like a torch DataLoader, which is all `SiftingDataloader` needs. Under DDP (`world_size` > 1)
+    every rank draws the same permutation each epoch and takes its shard (sift_bench.data.sharding); the
+    sample ids stay indices of the whole set.
     """
 
     def __init__(
@@ -162,6 +166,8 @@ class CifarLoader:
         crop_padding: int = 4,
         seed: int = 0,
         drop_last: bool = False,
+        rank: int = 0,
+        world_size: int = 1,
     ):
         self.device = torch.device(device)
         self.images = images.to(self.device)
@@ -171,22 +177,31 @@ class CifarLoader:
         self.drop_last = drop_last
         self.channels_last = channels_last
         self.crop_padding = crop_padding
+        self.rank = rank
+        self.world_size = world_size
+        # The permutation's generator must draw alike on every rank. In one process it draws the crops too, as it
+        # always has; under DDP the crops come from a generator of each rank's own.
         self.generator = torch.Generator().manual_seed(seed)
+        self.augment_generator = (self.generator if world_size == 1
+                                  else torch.Generator().manual_seed(seed + 1_000_003 * (rank + 1)))
         self.mean = torch.tensor(MEAN, device=self.device).view(1, 3, 1, 1) * 255
         self.std = torch.tensor(STD, device=self.device).view(1, 3, 1, 1) * 255
 
     def __len__(self) -> int:
-        n = len(self.labels)
+        n = -(-len(self.labels) // self.world_size)  # this rank's share
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def __iter__(self):
         n = len(self.labels)
-        order = torch.randperm(n, generator=self.generator).to(self.device) if self.train else torch.arange(n, device=self.device)
+        if self.train:
+            order = shard_order(torch.randperm(n, generator=self.generator), self.rank, self.world_size).to(self.device)
+        else:
+            order = torch.arange(n, device=self.device)
         for start in range(0, len(self) * self.batch_size, self.batch_size):
             index = order[start : start + self.batch_size]
             images = self.images[index]
             if self.train and self.crop_padding > 0:
-                images = random_crop_flip(images, self.crop_padding, self.generator)
+                images = random_crop_flip(images, self.crop_padding, self.augment_generator)
             images = (images.float() - self.mean) / self.std
             if self.channels_last:
                 images = images.contiguous(memory_format=torch.channels_last)

@@ -8,6 +8,7 @@ Sources, chosen by `task.data.source`:
 
 import csv
 import hashlib
+import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,7 +114,11 @@ class TokenizedDataset(torch.utils.data.Dataset):
             self.input_ids = [torch.tensor(ids, dtype=torch.int32) for ids in encoded["input_ids"]]
             if cache_path:
                 cache_path.parent.mkdir(parents=True, exist_ok=True)
-                torch.save(self.input_ids, cache_path)
+                # Written aside, then renamed: DDP ranks and parallel jobs tokenise at once, and none may read a
+                # half-written cache.
+                tmp_path = cache_path.with_suffix(f".{os.getpid()}.tmp")
+                torch.save(self.input_ids, tmp_path)
+                tmp_path.replace(cache_path)
 
     def __len__(self) -> int:
         return len(self.labels)

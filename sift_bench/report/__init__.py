@@ -83,11 +83,15 @@ def _tag_or_param(runs: pd.DataFrame, tag: str, param: str) -> pd.Series:
 
 
 def machine_kinds(runs: pd.DataFrame) -> pd.Series:
-    """Each run's `machine.kind` tag; runs logged before that tag existed get their CPU name and cores."""
+    """Each run's `machine.kind` tag; runs logged before that tag existed get their CPU name and cores. A run of
+    several DDP ranks (tag world_size > 1) is of its own kind, "<kind>, N ranks": its time pairs only with runs of
+    the same world size."""
     kinds = column(runs, "tags.machine.kind")
     legacy = (column(runs, "tags.machine.cpu").fillna("unknown CPU").astype(str) + ", "
               + column(runs, "tags.machine.cores").fillna("?").astype(str) + " cores (no machine.kind tag)")
-    return kinds.where(kinds.notna(), legacy)
+    kinds = kinds.where(kinds.notna(), legacy)
+    ranks = column(runs, "tags.world_size").fillna("1").astype(str)
+    return kinds.where(ranks == "1", kinds + ", " + ranks + " ranks")
 
 
 def choose_machine(kinds: pd.Series, machine: str | None) -> str | None:

@@ -19,6 +19,7 @@ from .history import LossHistory
 from .indexed import default_sample_ids
 from .loss import Loss
 from .memory import SampleLossMemory, checked_sample_ids
+from .ranks import SYNC_MODES, Ranks
 from .selection import (
     fresh_loss_mask,
     infobatch_keep_mask,
@@ -33,6 +34,7 @@ SiftConfig = Union[
     RelativeProbabilisticSiftConfig, RandomSiftConfig, StaleLossSiftConfig, InfoBatchSiftConfig
 ]
 _POLICIES = (RelativeProbabilisticSiftConfig, RandomSiftConfig, StaleLossSiftConfig, InfoBatchSiftConfig)
+_END = object()  # the end of a loader's epoch
 
 
 def _loader_batch_size(orig_dataloader: Any) -> int:
@@ -139,6 +141,21 @@ class SiftingDataloader:
     num_epochs: the planned number of epochs, required by
         ``InfoBatchSiftConfig``: annealing starts once
         ``(1 - anneal_fraction) * num_epochs * num_samples`` samples were seen.
+    sync, process_group: data-parallel training (an initialised
+        ``torch.distributed`` group of more than one rank; otherwise ignored).
+        Each rank wraps the loader of its own shard and keeps its own samples.
+        Every rank yields the same number of batches per epoch: after each
+        candidate batch the ranks agree how many full batches all of them have,
+        and a rank's kept samples that never fill such a batch are counted in
+        ``stats.samples_left_over`` (and ``samples_sifted_out``), not yielded.
+        ``sync="global"`` (default): the losses of every candidate batch (and,
+        for the training-loss policies, the recorded losses and sample ids) are
+        gathered from all ranks, so every rank holds the same loss history and
+        memory and gives a loss the same percentile. ``sync="local"``: each
+        rank sifts alone, as SageMaker's per-rank wrapper would. Either way
+        ``stats`` counts samples over all ranks (the learning-rate schedule runs
+        on them) and ``stats.sync_seconds`` is the time spent communicating;
+        the random draws differ per rank.
     """
 
     def __init__(
@@ -153,6 +170,8 @@ class SiftingDataloader:
         sample_ids: Callable[[Any], torch.Tensor] | None = None,
         num_samples: int | None = None,
         num_epochs: int | None = None,
+        sync: str = "global",
+        process_group=None,
     ) -> None:
         if not isinstance(sift_config, _POLICIES):
             raise TypeError(
@@ -201,6 +220,8 @@ class SiftingDataloader:
                 raise TypeError(f"{name} must be an int >= 1 or None, got {value!r}")
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be an int >= 1 or None, got {value!r}")
+        if sync not in SYNC_MODES:
+            raise ValueError(f"sync must be one of {SYNC_MODES}, got {sync!r}")
         if self.uses_training_losses and num_samples is None:
             raise ValueError(
                 f"{policy} needs num_samples= (the data set's size): it remembers one loss per "
@@ -227,9 +248,13 @@ class SiftingDataloader:
         self.sift_delay = base_config.sift_delay
         self.repeat_delay_per_epoch = base_config.repeat_delay_per_epoch
 
+        self.sync = sync
+        self.ranks = Ranks(process_group)
+        # Under global sync every rank's losses go into one history and memory; else each rank keeps its own.
+        self._shares = self.ranks.distributed and sync == "global"
         if seed is None:
             seed = int(torch.randint(0, 2**62, (), dtype=torch.int64))
-        self.generator = torch.Generator().manual_seed(seed)
+        self.generator = torch.Generator().manual_seed(self.ranks.seed_for(seed))
         self.loss_history = (
             LossHistory(sift_config.loss_history_length)
             if self.is_loss_based or self.is_stale_loss
@@ -302,6 +327,11 @@ class SiftingDataloader:
             )
         ids = self._yielded_ids
         losses = _checked_losses(losses, ids.numel(), "record_losses(losses) needs")
+        if self._shares:
+            # One gather for both: float64 holds every sample id below 2**53 exactly.
+            pieces = self.ranks.gather(torch.cat((ids.to(torch.float64), losses.to(torch.float64))))
+            ids = torch.cat([piece[: piece.numel() // 2] for piece in pieces]).to(torch.int64)
+            losses = torch.cat([piece[piece.numel() // 2 :] for piece in pieces]).to(torch.float32)
         self.sample_memory.remember(ids, losses, self.epoch)
         self._losses_recorded = True
 
@@ -321,6 +351,8 @@ class SiftingDataloader:
         # What model.eval() does, without its recursive Python calls (a third of the bookkeeping).
         for module in was_training:
             module.training = False
+        if len(sifting_batch) == 0:
+            return torch.empty(0)  # an empty shard's batch under DDP: nothing to score, but the ranks still agree
         started = time.perf_counter()
         try:
             with torch.no_grad():
@@ -343,8 +375,12 @@ class SiftingDataloader:
         keep = relative_probabilistic_keep_mask(
             losses, self.loss_history.values(), config.beta_value, self.generator
         )
-        self.loss_history.append(losses[torch.isfinite(losses)])
+        self.loss_history.append(self._shared(losses[torch.isfinite(losses)]))
         return keep
+
+    def _shared(self, losses: torch.Tensor) -> torch.Tensor:
+        """``losses`` of this rank, or under global sync those of every rank in rank order, for the history."""
+        return torch.cat(self.ranks.gather(losses)) if self._shares else losses
 
     def _candidate_ids(self, batch: Any, n: int) -> torch.Tensor:
         ids = self.sample_ids(batch)
@@ -365,7 +401,7 @@ class SiftingDataloader:
             )
             # The candidates' losses, kept or not: the training losses alone would be those of
             # the samples kept, biased high, and the kept fraction would collapse.
-            self.loss_history.append(losses[fresh])
+            self.loss_history.append(self._shared(losses[fresh]))
             return keep
         if self._samples_seen_total >= self.anneal_start_samples:
             memory.weights[ids] = 1.0
@@ -378,10 +414,46 @@ class SiftingDataloader:
 
     def _yielding(self, ids: torch.Tensor | None) -> None:
         self.stats.batches_yielded += 1
+        self.stats.sync_seconds += self.ranks.take_seconds()
         self._batches_yielded_total += 1
         if ids is not None:
             self._yielded_ids = ids
             self._losses_recorded = False
+
+    def _candidates(self) -> Iterator[tuple[Any, int | None]]:
+        """The original loader's batches, each with its candidates over all ranks (None in one process).
+
+        Under DDP only while every rank has a batch: the ranks must take the same steps. Samples a rank
+        drew past that point count as seen and left over.
+        """
+        if not self.ranks.distributed:
+            for batch in self.orig_dataloader:
+                yield batch, None
+            return
+        batches = iter(self.orig_dataloader)
+        while True:
+            batch = next(batches, _END)
+            n = 0 if batch is _END else self._transform_for(batch).sample_count(batch)
+            rows = self.ranks.gather_rows([int(batch is not _END), n])
+            if not bool(rows[:, 0].all()):
+                drawn = int(rows[:, 1].sum())
+                self.stats.samples_seen += drawn
+                self._samples_seen_total += drawn
+                self._leave_over(drawn)
+                return
+            yield batch, int(rows[:, 1].sum())
+
+    def _agree(self, pending: int, n: int, n_kept: int) -> tuple[int, int]:
+        """(full batches every rank can yield now, samples kept over all ranks) after a candidate batch."""
+        if not self.ranks.distributed:
+            return pending // self.batch_size, n_kept
+        rows = self.ranks.gather_rows([pending, n_kept])
+        return int(rows[:, 0].min()) // self.batch_size, int(rows[:, 1].sum())
+
+    def _leave_over(self, samples: int) -> None:
+        """Count ``samples`` as seen but not trained on (like the last batch a ``drop_last`` loader leaves out)."""
+        self.stats.samples_sifted_out += samples
+        self.stats.samples_left_over += samples
 
     def __iter__(self) -> Iterator[Any]:
         stats = self.stats
@@ -398,7 +470,7 @@ class SiftingDataloader:
         pending = 0
         transform: SiftingBatchTransform | None = None
 
-        for batch in self.orig_dataloader:
+        for batch, seen_everywhere in self._candidates():
             transform = self._transform_for(batch)
             delay_count = (
                 batches_yielded_this_epoch
@@ -407,14 +479,15 @@ class SiftingDataloader:
             )
             if delay_count < self.sift_delay:
                 n = transform.sample_count(batch)
+                seen = n if seen_everywhere is None else seen_everywhere
                 ids = None
                 if tracking:
                     ids = self._candidate_ids(batch, n)
                     if self.is_infobatch:
                         self.sample_memory.weights[ids] = 1.0
-                stats.samples_seen += n
-                stats.samples_kept += n
-                self._samples_seen_total += n
+                stats.samples_seen += seen
+                stats.samples_kept += seen
+                self._samples_seen_total += seen
                 self._yielding(ids)
                 batches_yielded_this_epoch += 1
                 yield batch
@@ -422,7 +495,7 @@ class SiftingDataloader:
 
             sifting_batch = transform.transform(batch)
             n = len(sifting_batch)
-            if n == 0:
+            if n == 0 and not self.ranks.distributed:
                 continue
             if tracking:
                 ids = self._candidate_ids(batch, n)
@@ -430,10 +503,6 @@ class SiftingDataloader:
             else:
                 keep = self._keep_mask(sifting_batch, batch)
             n_kept = int(keep.sum())
-            stats.samples_seen += n
-            stats.samples_kept += n_kept
-            stats.samples_sifted_out += n - n_kept
-            self._samples_seen_total += n
             if n_kept == n:
                 pieces.append(sifting_batch)
                 if tracking:
@@ -444,25 +513,39 @@ class SiftingDataloader:
                 if tracking:
                     id_pieces.append(ids[kept_indices])
             pending += n_kept
+            ready, kept = self._agree(pending, n, n_kept)
+            seen = n if seen_everywhere is None else seen_everywhere
+            stats.samples_seen += seen
+            stats.samples_kept += kept
+            stats.samples_sifted_out += seen - kept
+            self._samples_seen_total += seen
 
-            while pending >= batch_size:
+            for _ in range(ready):
                 merged = SiftingBatch.concat(pieces)
                 ready_ids = None
                 if tracking:
                     merged_ids = torch.cat(id_pieces) if len(id_pieces) > 1 else id_pieces[0]
                     ready_ids, rest_ids = merged_ids[:batch_size], merged_ids[batch_size:]
                 if pending == batch_size:
-                    ready, pieces, id_pieces = merged, [], []
+                    ready_batch, pieces, id_pieces = merged, [], []
                 else:
-                    ready, rest = merged.split(batch_size)
+                    ready_batch, rest = merged.split(batch_size)
                     pieces = [rest]
                     id_pieces = [rest_ids] if tracking else []
                 pending -= batch_size
                 batches_yielded_this_epoch += 1
-                out = transform.reverse_transform(ready)
+                out = transform.reverse_transform(ready_batch)
                 self._yielding(ready_ids)
                 yield out
 
+        if self.ranks.distributed:
+            # Kept samples that never filled a batch on every rank: counted, not trained on, since a rank
+            # that yields one batch more than the others would wait forever in DDP's gradient all-reduce.
+            left = int(self.ranks.gather_rows([pending])[:, 0].sum())
+            stats.samples_kept -= left
+            self._leave_over(left)
+            stats.sync_seconds += self.ranks.take_seconds()
+            return
         if pending == 0:
             return
         if self.drop_last:

@@ -18,16 +18,24 @@ class SiftingStats:
         ``samples_sifted_out``, so that at the end of an epoch ``samples_kept``
         is the number of samples yielded and seen = kept + sifted out.
     samples_sifted_out: samples not trained on.
+    samples_left_over: of those, the kept samples that were not trained on because under DDP the other ranks
+        had no full batch left (every rank must yield the same number of batches); 0 in one process.
     batches_yielded: batches handed to the training loop.
     scoring_seconds: wall time of the scoring forward passes (``Loss.loss``
         and the copy of its losses to the CPU, which waits for the device).
+    sync_seconds: wall time of the collectives between ranks under DDP; 0 in one process.
+
+    Under DDP the sample counters are sums over all ranks; ``batches_yielded`` is this rank's count, the same
+    on every rank.
     """
 
     samples_seen: int = 0
     samples_kept: int = 0
     samples_sifted_out: int = 0
+    samples_left_over: int = 0
     batches_yielded: int = 0
     scoring_seconds: float = 0.0
+    sync_seconds: float = 0.0
 
     @property
     def pct_accepted(self) -> float:
@@ -41,8 +49,10 @@ class SiftingStats:
         return {
             "samples_seen": int(self.samples_seen),
             "samples_kept": int(self.samples_kept),
+            "samples_left_over": int(self.samples_left_over),
             "batches_yielded": int(self.batches_yielded),
             "scoring_seconds": float(self.scoring_seconds),
+            "sync_seconds": float(self.sync_seconds),
             "pct_accepted": float(self.pct_accepted),
         }
 
@@ -51,5 +61,7 @@ class SiftingStats:
         self.samples_seen = 0
         self.samples_kept = 0
         self.samples_sifted_out = 0
+        self.samples_left_over = 0
         self.batches_yielded = 0
         self.scoring_seconds = 0.0
+        self.sync_seconds = 0.0

@@ -3,6 +3,7 @@
 import torch
 import torch.nn.functional as F
 
+from sift_bench import distributed
 from sift_bench.data import class_balanced_holdout, fixed_subset
 from sift_bench.data.cifar10 import CifarLoader, load_cifar10
 from sift_bench.models.resnet import build_resnet
@@ -26,9 +27,12 @@ def build(cfg, device: torch.device) -> TaskParts:
     channels_last = bool(cfg.scale.channels_last)
     model = build_resnet(task.model.arch, num_classes=10, width_multiplier=task.model.width_multiplier)
     model = model.to(device, memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+    world = distributed.current()
+    # trainer.batch_size is the global batch: under DDP each rank takes its share of it and of every epoch.
     train_loader = CifarLoader(
-        train_images, train_labels, cfg.trainer.batch_size, train=True, device=device,
+        train_images, train_labels, cfg.trainer.batch_size // world.world_size, train=True, device=device,
         channels_last=channels_last, crop_padding=data.crop_padding, seed=cfg.seed,
+        rank=world.rank, world_size=world.world_size,
     )
     eval_loaders = {
         split: CifarLoader(images, labels, cfg.trainer.eval_batch_size, train=False, device=device,

@@ -5,7 +5,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from sift_bench import distributed
 from sift_bench.data import DataNotFoundError, fixed_subset
+from sift_bench.data.sharding import ShardedRandomSampler
 from sift_bench.data.sst2 import PadCollator, Sentences, TokenizedDataset, load_sst2, trim_padding
 from sift_bench.sifting import IndexedDataset
 from sift_bench.tasks import TaskParts
@@ -83,12 +85,20 @@ def build(cfg, device: torch.device) -> TaskParts:
     model = model.to(device)
     cache_dir = Path(cfg.paths.cache_dir) / "sst2_tokens"
     collate = PadCollator(tokenizer.pad_token_id, data.max_length)
-    loader_generator = torch.Generator().manual_seed(cfg.seed)
-    train_loader = torch.utils.data.DataLoader(
-        # Each batch carries its sample ids, for the sifters that remember losses per sample.
-        IndexedDataset(TokenizedDataset(train, tokenizer, data.max_length, cache_dir)),
-        batch_size=cfg.trainer.batch_size, shuffle=True, collate_fn=collate, generator=loader_generator,
-    )
+    # Each batch carries its sample ids, for the sifters that remember losses per sample.
+    train_set = IndexedDataset(TokenizedDataset(train, tokenizer, data.max_length, cache_dir))
+    world = distributed.current()
+    if world.distributed:
+        # trainer.batch_size is the global batch: each rank takes its share of it and of every epoch.
+        train_loader = torch.utils.data.DataLoader(
+            train_set, batch_size=cfg.trainer.batch_size // world.world_size, collate_fn=collate,
+            sampler=ShardedRandomSampler(len(train_set), world.rank, world.world_size, cfg.seed),
+        )
+    else:
+        train_loader = torch.utils.data.DataLoader(
+            train_set, batch_size=cfg.trainer.batch_size, shuffle=True, collate_fn=collate,
+            generator=torch.Generator().manual_seed(cfg.seed),
+        )
     eval_loaders = {
         split: torch.utils.data.DataLoader(
             TokenizedDataset(sentences, tokenizer, data.max_length, cache_dir),

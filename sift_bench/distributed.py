@@ -1,0 +1,91 @@
+"""Data-parallel training under torchrun: the process group, this process's rank, and the few collectives the
+harness needs (the sifter has its own, in sift_bench.sifting.ranks).
+
+`torchrun --nproc_per_node=N -m sift_bench ...` sets WORLD_SIZE, RANK and LOCAL_RANK; without them, or with
+WORLD_SIZE=1, everything here is a no-op and sift_bench runs as one process.
+"""
+
+import atexit
+import os
+import socket
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+def world_size_from_env() -> int:
+    """The world size torchrun announces, 1 without torchrun; readable before any process group exists."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def rank_from_env() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
+@dataclass(frozen=True)
+class World:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0 alone talks to MLflow and prints the summary."""
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+def current() -> World:
+    """This process's place in the initialised process group (a world of one when there is none)."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return World()
+    return World(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def start(device: str) -> tuple[World, torch.device]:
+    """Join torchrun's process group (once per process: a sweep's jobs share it) and pick this rank's device.
+
+    gloo on the CPU, nccl on CUDA with one GPU per rank, by LOCAL_RANK.
+    """
+    if world_size_from_env() > 1 and not dist.is_initialized():
+        backend = "nccl" if device.startswith("cuda") else "gloo"
+        if backend == "nccl":
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group(backend=backend)
+        atexit.register(dist.destroy_process_group)
+    world = current()
+    if device.startswith("cuda") and world.distributed:
+        return world, torch.device("cuda", world.local_rank)
+    return world, torch.device(device)
+
+
+def broadcast(value, world: World):
+    """Rank 0's `value` (any picklable object) on every rank."""
+    if not world.distributed:
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def sum_over_ranks(values: list[float], world: World, device: torch.device) -> list[float]:
+    """The sum of each value over all ranks (the values themselves in one process)."""
+    if not world.distributed:
+        return list(values)
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor)
+    return tensor.tolist()
+
+
+def sibling_cpu_seconds(own_cpu_s: float, world: World) -> float:
+    """CPU seconds the other ranks on this machine used: a sibling rank is not contention."""
+    if not world.distributed:
+        return 0.0
+    everyone = [None] * world.world_size
+    dist.all_gather_object(everyone, (socket.gethostname(), own_cpu_s))
+    host = socket.gethostname()
+    return sum(seconds for rank, (name, seconds) in enumerate(everyone) if name == host and rank != world.rank)
