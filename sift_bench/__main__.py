@@ -34,7 +34,12 @@ def fail(message: str) -> None:
 def summary(cfg: DictConfig, result, cost_usd: float, run_id: str) -> str:
     label = tracking.sifter_label(cfg.sifter)
     target = "not reached" if math.isnan(result.time_to_target_s) else f"{result.time_to_target_s:.1f} s"
-    return "\n".join([
+    ranks = []
+    if result.world_size > 1:
+        ranks = [f"ranks        {result.world_size} x {cfg.trainer.batch_size // result.world_size} of the batch "
+                 f"{cfg.trainer.batch_size}, {result.steps} steps each; {result.samples_left_over} kept samples left "
+                 f"over, {result.sync_time_s:.1f} s in the sifter's collectives"]
+    return "\n".join([*ranks,
         f"task         {cfg.task.name} (scale={cfg.scale.name}, seed={cfg.seed})",
         f"sifter       {cfg.sifter.name} {label}".rstrip(),
         f"accepted     {result.pct_accepted:.1f} % ({result.samples_trained} of {result.samples_seen} samples)",

@@ -155,7 +155,7 @@ def test_torchrun_trains_every_policy_into_one_run_per_job(task, tmp_path):
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     sifters = ",".join(("none", *POLICIES))
     result = run_group([*TORCHRUN, "-m", "sift_bench", "-m", f"task={task}", "scale=smoke", "trainer.epochs=3",
-                        f"sifter={sifters}", "sifter.beta_value=1", f"tracking.uri={store}",
+                        f"sifter={sifters}", f"tracking.uri={store}",
                         f"hydra.sweep.dir={tmp_path}/multirun"], tmp_path, timeout=420)
     assert result.returncode == 0, result.stderr[-4000:]
     counts = BATCHES.findall(result.stdout)
@@ -174,8 +174,10 @@ def test_torchrun_trains_every_policy_into_one_run_per_job(task, tmp_path):
         metrics = run.data.metrics
         assert metrics["steps"] > 0
         # Samples seen are summed over the ranks, so the schedule reaches its end (linear to 0 at smoke size);
-        # counted per rank against the global total it would stop near the middle.
-        assert client.get_metric_history(run.info.run_id, "lr_multiplier")[-1].value < 0.1
+        # counted per rank against the global total it would stop near 0.5. A sifted run's last step comes a few
+        # candidate batches before the end (the rest is left over: at 25 % kept a batch takes 4 candidate batches).
+        final_lr = client.get_metric_history(run.info.run_id, "lr_multiplier")[-1].value
+        assert final_lr == 0.0 if run.data.tags["sifter"] == "none" else final_lr < 0.25
         if run.data.tags["sifter"] == "none":
             assert metrics["samples_seen"] == metrics["samples_trained"] and metrics["samples_left_over"] == 0
         else:
