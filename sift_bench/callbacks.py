@@ -1,4 +1,10 @@
-"""Hydra callback: a multirun becomes one MLflow parent run with each job as a child."""
+"""Hydra callback: a multirun becomes one MLflow parent run with each job as a child.
+
+The parent is made (or, for a resumed sweep, found) before the launcher starts any job, and its id goes to the
+jobs in the environment (SIFT_BENCH_PARENT_RUN_ID), which every launcher passes on: the basic one runs jobs in
+this process, joblib's workers and submitit's jobs (local or SLURM) start with a copy of it. Each job then starts
+its run with `parent_run_id=`, from whatever process or machine it runs on.
+"""
 
 import atexit
 import os
@@ -7,7 +13,16 @@ from datetime import datetime
 from hydra.experimental.callback import Callback
 from mlflow.tracking import MlflowClient
 
+from sift_bench.distributed import rank_from_env
 from sift_bench.tracking import PARENT_RUN_ENV, SWEEP_STARTED_ENV, use_store
+
+
+def find_sweep_parent(client: MlflowClient, experiment_id: str, name: str, scale: str) -> str | None:
+    """The latest parent run of the sweep `name` at `scale` in the store, so that a resumed sweep reuses it."""
+    runs = client.search_runs(
+        [experiment_id], max_results=1, order_by=["attributes.start_time DESC"],
+        filter_string=f"tags.run_kind = 'sweep' and tags.sweep = '{name}' and tags.scale = '{scale}'")
+    return runs[0].info.run_id if runs else None
 
 
 class MlflowSweepParent(Callback):
@@ -16,17 +31,28 @@ class MlflowSweepParent(Callback):
         self.run_id = None
 
     def on_multirun_start(self, config, **kwargs) -> None:
+        if rank_from_env() != 0:
+            return  # under torchrun every rank runs the sweep; rank 0 alone talks to MLflow
+        # Made here, once, before any job: parallel jobs then never create the store or the experiment at once.
         experiment_id = use_store(config.tracking.uri, config.tracking.experiment_name)
         self.client = MlflowClient(config.tracking.uri)
         name = config.get("sweep_name") or "sweep"
-        run = self.client.create_run(
-            experiment_id,
-            run_name=f"{name} {config.scale.name} {datetime.now():%Y-%m-%d %H:%M}",
-            tags={"sweep": name, "scale": config.scale.name, "run_kind": "sweep"},
-        )
-        self.run_id = run.info.run_id
+        # A resumed sweep (tracking.skip_finished, as the tables run) goes on under its parent; any other is new.
+        resumed = config.tracking.skip_finished
+        parent = find_sweep_parent(self.client, experiment_id, name, config.scale.name) if resumed else None
+        if parent is None:
+            parent = self.client.create_run(
+                experiment_id,
+                run_name=f"{name} {config.scale.name} {datetime.now():%Y-%m-%d %H:%M}",
+                tags={"sweep": name, "scale": config.scale.name, "run_kind": "sweep"},
+            ).info.run_id
+        else:
+            self.client.update_run(parent, status="RUNNING")
+            self.client.set_tag(parent, "resumed", datetime.now().isoformat(timespec="seconds"))
+        self.run_id = parent
         os.environ[PARENT_RUN_ENV] = self.run_id
-        os.environ[SWEEP_STARTED_ENV] = str(run.info.start_time)
+        # When this sitting's sweep began (not the parent's first start), for tracking.baseline_per_sitting.
+        os.environ[SWEEP_STARTED_ENV] = str(int(datetime.now().timestamp() * 1000))
         # A sweep that dies part-way never reaches on_multirun_end; do not leave its parent RUNNING.
         atexit.register(self._end, "FAILED")
 

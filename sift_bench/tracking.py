@@ -4,6 +4,8 @@ The store is always named explicitly (default `sqlite:///mlflow.db`, relative to
 command runs), so `mlflow ui --backend-store-uri sqlite:///mlflow.db` shows the runs.
 """
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -186,8 +188,31 @@ def sqlite_file(uri: str) -> Path | None:
     return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
 
 
+@contextlib.contextmanager
+def store_lock(store_file: Path | None):
+    """Holds an exclusive lock on a sqlite store (a `.lock` file beside it) across processes; no-op for a server.
+
+    Opening a new sqlite store runs MLflow's schema migrations, and two processes that do it at once fail
+    (`duplicate column name: step`); two that create the experiment at once fail likewise."""
+    if store_file is None:
+        yield
+        return
+    store_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(store_file.with_name(store_file.name + ".lock"), "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def use_store(uri: str, experiment_name: str) -> str:
     """Point MLflow at the store and experiment, creating the experiment with artifacts next to a sqlite file."""
+    with store_lock(sqlite_file(uri)):
+        return _use_store(uri, experiment_name)
+
+
+def _use_store(uri: str, experiment_name: str) -> str:
     mlflow.set_tracking_uri(uri)
     client = MlflowClient(uri)
     experiment = client.get_experiment_by_name(experiment_name)

@@ -142,6 +142,11 @@ def test_multirun_makes_a_parent_with_children_and_resume_skips_finished(store, 
     assert again.stdout.count("skipped") == 2
     seeds = sorted(r.data.tags["seed"] for r in runs_in(store)[1] if "mlflow.parentRunId" in r.data.tags)
     assert seeds == ["0", "1", "2"]  # only the new seed ran
+    # The resumed sweep goes on under its parent instead of adding another.
+    parents = [r for r in runs_in(store)[1] if r.data.tags.get("run_kind") == "sweep"]
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED" and "resumed" in parents[0].data.tags
+    assert {r.data.tags["mlflow.parentRunId"] for r in runs_in(store)[1] if "mlflow.parentRunId" in r.data.tags} == {
+        parents[0].info.run_id}
 
 
 @pytest.mark.parametrize("table", sorted(p.stem for p in (CONF_DIR / "experiment").glob("*_table.yaml")))
