@@ -113,7 +113,7 @@ def test_server_command_prints_the_tracking_uri_and_stops_on_ctrl_c(tmp_path):
         MlflowClient(uri).create_experiment("probe")
         assert (tmp_path / "store" / "mlflow.db").is_file()
         os.killpg(process.pid, signal.SIGINT)
-        process.wait(timeout=30)
+        process.wait(timeout=60)  # it stops its server: politely, then after 10 s for good
         with pytest.raises(OSError):
             urllib.request.urlopen(f"{uri}/health", timeout=5)
     finally:
