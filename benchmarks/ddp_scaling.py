@@ -39,7 +39,10 @@ def run_job(task: str, sifter: list[str], ranks: int, store: str, scale: str, fo
     args = [*launcher, f"task={task}", f"scale={scale}", *SIZES[task], *sifter, "trainer.epochs=1",
             "trainer.progress=false", f"tracking.uri={store}", f"hydra.run.dir={folder}/outputs"]
     result = subprocess.run(args, cwd=folder, capture_output=True, text=True, timeout=1800,
-                            env={**os.environ, "SIFT_BENCH_CACHE_DIR": str(ROOT / ".cache" / "sift_bench")})
+                            env={**os.environ, "SIFT_BENCH_CACHE_DIR": str(ROOT / ".cache" / "sift_bench"),
+                                 # The jobs run in a temporary folder: the data folder must not be relative.
+                                 "SIFT_BENCH_DATA_DIR": str(Path(os.environ.get("SIFT_BENCH_DATA_DIR",
+                                                                                 ROOT.parent / "shared" / "data")).resolve())})
     if result.returncode != 0:
         sys.exit(f"ddp_scaling: {' '.join(args)} failed:\n{result.stderr[-3000:]}")
     client = MlflowClient(store)
