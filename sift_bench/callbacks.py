@@ -1,9 +1,10 @@
 """Hydra callback: a multirun becomes one MLflow parent run with each job as a child.
 
-The parent is made (or, for a resumed sweep, found) before the launcher starts any job, and its id goes to the
-jobs in the environment (SIFT_BENCH_PARENT_RUN_ID), which every launcher passes on: the basic one runs jobs in
-this process, joblib's workers and submitit's jobs (local or SLURM) start with a copy of it. Each job then starts
-its run with `parent_run_id=`, from whatever process or machine it runs on.
+The parent is made (or, for a resumed sweep, found) once, before the launcher starts any job, by rank 0 alone.
+Its id reaches each job in two ways: the environment (SIFT_BENCH_PARENT_RUN_ID, which joblib's workers and
+submitit's local jobs inherit) and this callback itself, which Hydra pickles into every job it launches (a
+joblib worker, a submitit job, local or on SLURM) and runs there (on_job_start), so a SLURM job started with
+`--export=NONE` finds its parent too. Each job then starts its run with `parent_run_id=`.
 """
 
 import atexit
@@ -27,41 +28,53 @@ def find_sweep_parent(client: MlflowClient, experiment_id: str, name: str, scale
 
 class MlflowSweepParent(Callback):
     def __init__(self):
-        self.client = None
+        # Only plain values: Hydra pickles this object into every job's process.
+        self.uri = None
         self.run_id = None
+        self.sweep_started_ms = None
 
     def on_multirun_start(self, config, **kwargs) -> None:
         if rank_from_env() != 0:
             return  # under torchrun every rank runs the sweep; rank 0 alone talks to MLflow
         # Made here, once, before any job: parallel jobs then never create the store or the experiment at once.
         experiment_id = use_store(config.tracking.uri, config.tracking.experiment_name)
-        self.client = MlflowClient(config.tracking.uri)
+        self.uri = config.tracking.uri
+        client = MlflowClient(self.uri)
         name = config.get("sweep_name") or "sweep"
         # A resumed sweep (tracking.skip_finished, as the tables run) goes on under its parent; any other is new.
         resumed = config.tracking.skip_finished
-        parent = find_sweep_parent(self.client, experiment_id, name, config.scale.name) if resumed else None
+        parent = find_sweep_parent(client, experiment_id, name, config.scale.name) if resumed else None
         if parent is None:
-            parent = self.client.create_run(
+            parent = client.create_run(
                 experiment_id,
                 run_name=f"{name} {config.scale.name} {datetime.now():%Y-%m-%d %H:%M}",
                 tags={"sweep": name, "scale": config.scale.name, "run_kind": "sweep"},
             ).info.run_id
         else:
-            self.client.update_run(parent, status="RUNNING")
-            self.client.set_tag(parent, "resumed", datetime.now().isoformat(timespec="seconds"))
+            client.update_run(parent, status="RUNNING")
+            client.set_tag(parent, "resumed", datetime.now().isoformat(timespec="seconds"))
         self.run_id = parent
-        os.environ[PARENT_RUN_ENV] = self.run_id
         # When this sitting's sweep began (not the parent's first start), for tracking.baseline_per_sitting.
-        os.environ[SWEEP_STARTED_ENV] = str(int(datetime.now().timestamp() * 1000))
+        self.sweep_started_ms = str(int(datetime.now().timestamp() * 1000))
+        self._export()
         # A sweep that dies part-way never reaches on_multirun_end; do not leave its parent RUNNING.
         atexit.register(self._end, "FAILED")
+
+    def on_job_start(self, config, **kwargs) -> None:
+        # In a launcher's worker or SLURM job this is the pickled copy, which carries the parent's id.
+        if self.run_id is not None:
+            self._export()
 
     def on_multirun_end(self, config, **kwargs) -> None:
         self._end("FINISHED")
 
+    def _export(self) -> None:
+        os.environ[PARENT_RUN_ENV] = self.run_id
+        os.environ[SWEEP_STARTED_ENV] = self.sweep_started_ms
+
     def _end(self, status: str) -> None:
         if self.run_id is not None:
-            self.client.set_terminated(self.run_id, status)
+            MlflowClient(self.uri).set_terminated(self.run_id, status)
             os.environ.pop(PARENT_RUN_ENV, None)
             os.environ.pop(SWEEP_STARTED_ENV, None)
             self.run_id = None

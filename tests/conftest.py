@@ -42,3 +42,18 @@ def run_cli(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.Comp
         [sys.executable, "-m", "sift_bench", *args, f"hydra.run.dir={cwd}/outputs", f"hydra.sweep.dir={cwd}/multirun"],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
     )
+
+
+@pytest.fixture
+def tracking_server(tmp_path):
+    """A real `mlflow server` on loopback over a fresh store folder, started by sift_bench.server and stopped after;
+    yields (tracking URI, store folder)."""
+    from sift_bench import server
+
+    folder = tmp_path / "server"
+    with open(tmp_path / "server.log", "w") as log:
+        process, uri = server.start(folder, log=log)
+    try:
+        yield uri, folder
+    finally:
+        server.stop(process)
