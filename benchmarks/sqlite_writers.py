@@ -78,14 +78,7 @@ def run_at_once(target, argument_lists: list[tuple]) -> list[str]:
     return results
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--writers", type=int, default=12)
-    parser.add_argument("--evaluations", type=int, default=150)
-    parser.add_argument("--trials", type=int, default=4)
-    args = parser.parse_args()
-    folder = Path(tempfile.mkdtemp(prefix="sqlite_writers_"))
-
+def measure(folder: Path, args: argparse.Namespace) -> None:
     at_once = min(3, args.writers)
     for locked in (False, True):
         outcomes = Counter()
@@ -117,6 +110,16 @@ def main() -> None:
           "FINISHED")
     for outcome, count in Counter(failed).most_common():
         print(f"  {count:3d}  {outcome}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--writers", type=int, default=12)
+    parser.add_argument("--evaluations", type=int, default=150)
+    parser.add_argument("--trials", type=int, default=4)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="sqlite_writers_") as name:
+        measure(Path(name), args)
 
 
 if __name__ == "__main__":
