@@ -187,8 +187,12 @@ def run_rows(used: pd.DataFrame) -> pd.DataFrame:
         "machine_kind": machine_kinds(used),
         "midpoint_s": time_midpoints(used).to_numpy(),
     })
+    one_process = column(used, "tags.world_size").fillna("1").astype(str).to_numpy() == "1"
     for name in sifter_params(used):
         rows[name] = column(used, f"params.sifter.{name}")
+        if name == "sync":
+            # Only DDP reads it: in one process a run logged before it existed trained alike, and is the same row.
+            rows[name] = rows[name].where(~one_process)
     for name in ("test_accuracy", "val_accuracy", "train_time_s", "sift_time_s", "cost_usd", "pct_accepted",
                  "time_to_target_s", "work_trained", "other_cpu_fraction"):
         rows[name] = column(used, f"metrics.{name}").to_numpy()
