@@ -21,13 +21,13 @@ import time
 import torch
 from omegaconf import open_dict
 
+import sift_bench.schema  # noqa: F401  (registers the typed configs the yaml files extend)
 from sift_bench.tasks import build_task
 from sift_bench.train import autocast_factory, build_optimizer, train
 from sift_bench.validation import validate
 
 # The table's rows whose % accepted lands near 0.5 and 0.25, plus the loss-memory policies.
 POLICIES = ["beta_1", "beta_3", "random_0.5", "random_0.25", "stale_1", "stale_3", "infobatch_0.5", "infobatch_0.9"]
-SCORING = {"relative_probabilistic"}
 SIZES = {  # minutes-scale runs: a subset of the training set, a few epochs so loss-memory policies can act
     "cifar10_resnet": ["task.data.train_subset=8192", "trainer.epochs=4"],
     "sst2_bert": ["task.data.train_subset=1024", "trainer.epochs=3"],
@@ -117,7 +117,7 @@ def benchmark(task: str, extra: list[str]) -> None:
         # Compute trained on per sample seen, against the baseline's: above `accepted` when the sifter keeps
         # costlier samples (longer sentences), which the ideal ratio in samples does not see.
         work = result.work_trained / result.samples_seen / (first.work_trained / first.samples_seen)
-        scoring = cfg.sifter.name in SCORING
+        scoring = validate(cfg).scores  # the policy declares whether it runs the scoring pass
         ideal = accepted + (t_score / t_train if scoring else 0.0)
         measured = result.train_time_s / around
         efficiency = (1 - measured) / (1 - ideal) if ideal < 1 else float("nan")

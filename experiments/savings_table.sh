@@ -8,14 +8,22 @@
 # measures each run's savings against the baseline of its own machine kind. Extra arguments go to both sweeps;
 # with tracking.start_before no job starts after that time, so a sitting ends between jobs.
 # A sweep that fails does not stop the other one or the report; the exit status says it failed.
+# SIFT_BENCH_BUDGET=long runs the long-budget tables instead (+experiment=resnet_table_long, bert_table_long) into
+# results/<SCALE>_long/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scale="${1:?usage: experiments/savings_table.sh SCALE   (smoke | cpu | gpu)}"
-out="${SIFT_BENCH_OUT:-results/$scale}"
+budget="${SIFT_BENCH_BUDGET:-}"
+case "$budget" in
+    "") suffix="" ;;
+    long) suffix="_long" ;;
+    *) echo "savings_table: SIFT_BENCH_BUDGET=$budget is not allowed: unset (the table) or long" >&2; exit 2 ;;
+esac
+out="${SIFT_BENCH_OUT:-results/$scale$suffix}"
 mkdir -p "$out"
 store="${SIFT_BENCH_STORE:-sqlite:///$out/mlflow.db}"
 status=0
-for sweep in resnet_table bert_table; do
+for sweep in "resnet_table$suffix" "bert_table$suffix"; do
     python -m sift_bench +experiment="$sweep" "scale=$scale" "tracking.uri=$store" "${@:2}" || {
         status=$?
         echo "savings_table: sweep $sweep stopped with exit status $status" >&2

@@ -13,10 +13,11 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 
+import sift_bench.schema  # noqa: F401  (registers the typed configs the yaml files extend)
 from sift_bench import distributed, tracking
 from sift_bench.data import DataNotFoundError
 from sift_bench.tasks import build_task
-from sift_bench.train import train
+from sift_bench.train import train as native_train
 from sift_bench.validation import ConfigError, start_deadline, validate
 
 
@@ -140,6 +141,9 @@ def run_job(cfg: DictConfig) -> float | None:
                                  world.world_size)
         run = tracking.start_run(cfg, experiment_id, tags, world.world_size)
     try:
+        train = native_train
+        if cfg.trainer.loop == "hf_trainer":
+            from sift_bench.integrations.hf_loop import train
         result = train(parts, cfg.trainer, device, cfg.scale.precision, sift_config, seed=cfg.seed,
                        target_accuracy=cfg.task.target_accuracy, on_eval=tracking.EvalLogger() if run else None,
                        sync=cfg.sifter.get("sync", "global"))

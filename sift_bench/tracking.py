@@ -54,7 +54,20 @@ def config_hash(cfg: DictConfig, world_size: int = 1) -> str:
         tree.get("sifter", {}).pop("sync", None)
     for key in NOT_HASHED_TRAINER:
         tree.get("trainer", {}).pop(key, None)
+    drop_implied(tree)
     return hashlib.sha1(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def drop_implied(tree: dict) -> None:
+    """Leave out of the hash the keys added after the committed tables ran, at the value their runs implied, so
+    those runs keep their identity: a `_target_` naming sift_bench's own code (the task or sifter name says which
+    already; a user's code stays in) and the native training loop."""
+    for group in ("task", "sifter"):
+        node = tree.get(group)
+        if isinstance(node, dict) and str(node.get("_target_", "")).startswith("sift_bench."):
+            node.pop("_target_")
+    if tree.get("trainer", {}).get("loop") == "native":
+        tree["trainer"].pop("loop")
 
 
 def portable(value):
@@ -167,13 +180,12 @@ def command_tags() -> dict[str, str]:
 
 
 def sifter_label(sifter_cfg) -> str:
-    if sifter_cfg.name in ("relative_probabilistic", "stale_loss"):
-        return f"beta={sifter_cfg.beta_value} hist={sifter_cfg.loss_history_length} delay={sifter_cfg.sift_delay}"
-    if sifter_cfg.name == "random":
-        return f"keep={sifter_cfg.keep_fraction} delay={sifter_cfg.sift_delay}"
-    if sifter_cfg.name == "infobatch":
-        return f"prune={sifter_cfg.prune_ratio} anneal={sifter_cfg.anneal_fraction} delay={sifter_cfg.sift_delay}"
-    return ""
+    """The policy's run-name fields and its delay, `beta=3 hist=500 delay=10`, as its class declares them; empty for
+    the baseline."""
+    from sift_bench.sifting.policy import run_label
+    from sift_bench.targets import is_baseline, policy_class
+
+    return "" if is_baseline(sifter_cfg) else run_label(policy_class(sifter_cfg), sifter_cfg)
 
 
 def run_name(cfg: DictConfig) -> str:
@@ -308,9 +320,19 @@ def start_run(cfg: DictConfig, experiment_id: str, tags: dict[str, str], world_s
         experiment_id=experiment_id, run_name=run_name(cfg), tags=tags, parent_run_id=os.environ.get(PARENT_RUN_ENV) or None
     )
     tree = portable_tree(OmegaConf.to_container(cfg, resolve=True))
-    mlflow.log_params({**flatten(tree), "world_size": str(world_size)})
+    mlflow.log_params({**shown_params(tree), "world_size": str(world_size)})
     log_config(cfg.tracking.uri, run, tree)
     return run
+
+
+def shown_params(tree: dict) -> dict[str, str]:
+    """The flattened config as params, a model name the model source does not read marked so (the `model` tag names
+    the model trained): SST-2's `task.model.name` is the hub model, unused with the offline package."""
+    params = flatten(tree)
+    model = tree.get("task", {}).get("model")
+    if isinstance(model, dict) and "name" in model and model.get("source", "hub") != "hub":
+        params["task.model.name"] = f"unused (task.model.source={model['source']})"
+    return params
 
 
 def log_config(uri: str, run, tree: dict) -> None:

@@ -2,50 +2,18 @@
 
 import math
 from datetime import datetime
-from pathlib import Path
-
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from sift_bench.distributed import world_size_from_env
 from sift_bench.schedule import SCHEDULES
+from sift_bench.errors import ConfigError
+from sift_bench.schema import refuse_unknown_keys
 from sift_bench.sifting.ranks import SYNC_MODES
-from sift_bench.sifting import (
-    InfoBatchSiftConfig, LossConfig, RandomSiftConfig, RelativeProbabilisticSiftConfig, SiftingBaseConfig,
-    StaleLossSiftConfig,
-)
+from sift_bench.targets import build_sift_config, is_baseline, task_builder
 
 OPTIMIZER_IMPLEMENTATIONS = ("for-loop", "foreach", "fused")
-SIFTERS = ("none", "relative_probabilistic", "random", "stale_loss", "infobatch")
-
-
-class ConfigError(ValueError):
-    """A setting has a value that is not allowed; the message names the setting, the value and what is allowed."""
-
-
-def build_sift_config(sifter_cfg):
-    """The sifting library's config for `sifter=...`, or None for the baseline. Raises ConfigError on bad values."""
-    name = sifter_cfg.name
-    if name == "none":
-        return None
-    try:
-        base = LossConfig(sift_config=SiftingBaseConfig(
-            sift_delay=sifter_cfg.sift_delay, repeat_delay_per_epoch=sifter_cfg.repeat_delay_per_epoch))
-        if name == "relative_probabilistic":
-            return RelativeProbabilisticSiftConfig(
-                beta_value=sifter_cfg.beta_value, loss_history_length=sifter_cfg.loss_history_length,
-                loss_based_sift_config=base)
-        if name == "random":
-            return RandomSiftConfig(keep_fraction=sifter_cfg.keep_fraction, loss_based_sift_config=base)
-        if name == "stale_loss":
-            return StaleLossSiftConfig(
-                beta_value=sifter_cfg.beta_value, loss_history_length=sifter_cfg.loss_history_length,
-                max_loss_age_epochs=sifter_cfg.max_loss_age_epochs, loss_based_sift_config=base)
-        if name == "infobatch":
-            return InfoBatchSiftConfig(
-                prune_ratio=sifter_cfg.prune_ratio, anneal_fraction=sifter_cfg.anneal_fraction, loss_based_sift_config=base)
-    except (TypeError, ValueError) as error:
-        raise ConfigError(f"sifter={name}: {error}") from error
-    raise ConfigError(f"sifter.name must be one of {SIFTERS}, got {name!r}")
+TRAINING_LOOPS = ("native", "hf_trainer")
+HF_TRAINER_SCHEDULES = ("linear", "cosine", "constant")
 
 
 def _require(condition: bool, setting: str, value, allowed: str) -> None:
@@ -72,11 +40,13 @@ def start_deadline(value) -> datetime | None:
 
 def validate(cfg: DictConfig):
     """Validate the whole job config; returns the sift config (None for the baseline)."""
+    refuse_unknown_keys(cfg)
+    task_builder(cfg.task)  # the task's code imports, before the store or the data is touched
     sift_config = build_sift_config(cfg.sifter)
     start_deadline(cfg.tracking.start_before)
     _require(cfg.tracking.timing_slot in (None, "first", "last"), "tracking.timing_slot", cfg.tracking.timing_slot,
              "null, 'first' or 'last'")
-    if cfg.sifter.name != "none":
+    if not is_baseline(cfg.sifter):
         _require(cfg.sifter.get("sync") in SYNC_MODES, "sifter.sync", cfg.sifter.get("sync"),
                  f"one of {SYNC_MODES} (global: one loss history across DDP ranks; local: each rank sifts alone)")
     trainer = cfg.trainer
@@ -98,6 +68,15 @@ def validate(cfg: DictConfig):
     _require(trainer.optimizer.name in ("sgd", "adamw"), "trainer.optimizer.name", trainer.optimizer.name, "'sgd' or 'adamw'")
     _require(trainer.optimizer.implementation in OPTIMIZER_IMPLEMENTATIONS, "trainer.optimizer.implementation",
              trainer.optimizer.implementation, f"one of {OPTIMIZER_IMPLEMENTATIONS}")
+    _require(trainer.loop in TRAINING_LOOPS, "trainer.loop", trainer.loop,
+             f"one of {TRAINING_LOOPS} (native: sift_bench's loop; hf_trainer: Hugging Face Trainer)")
+    if trainer.loop == "hf_trainer":
+        # The Trainer's own schedules (sift_bench.integrations.hf_loop): refused here, not after the run started.
+        _require(trainer.schedule.name in HF_TRAINER_SCHEDULES, "trainer.schedule.name", trainer.schedule.name,
+                 f"one of {HF_TRAINER_SCHEDULES} with trainer.loop=hf_trainer (the Hugging Face Trainer's schedules)")
+        _require(trainer.schedule.name != "linear" or trainer.schedule.final_lr_fraction == 0,
+                 "trainer.schedule.final_lr_fraction", trainer.schedule.final_lr_fraction,
+                 "0 with trainer.loop=hf_trainer and a linear schedule: the Trainer's linear schedule decays to 0")
     _require(trainer.schedule.name in SCHEDULES, "trainer.schedule.name", trainer.schedule.name, f"one of {SCHEDULES}")
     _require(0 <= trainer.schedule.warmup_fraction < 1, "trainer.schedule.warmup_fraction",
              trainer.schedule.warmup_fraction, "a number in [0, 1)")
@@ -108,17 +87,10 @@ def validate(cfg: DictConfig):
              "fp16 autocast needs scale.device=cuda; use bf16 or fp32 on the CPU")
     _require(isinstance(cfg.cost.usd_per_hour, (int, float)) and cfg.cost.usd_per_hour >= 0, "cost.usd_per_hour",
              cfg.cost.usd_per_hour, "a number >= 0")
-    subset = cfg.task.data.train_subset
+    # The data split settings every built-in task shares; a user's task may have none of them.
+    subset = OmegaConf.select(cfg, "task.data.train_subset", default=None)
     _require(subset is None or (_is_int(subset) and subset >= 1), "task.data.train_subset", subset, "null or an integer >= 1")
-    val_size = cfg.task.data.val_size
+    val_size = OmegaConf.select(cfg, "task.data.val_size", default=1)
     _require(_is_int(val_size) and val_size >= 1, "task.data.val_size", val_size,
              "an integer >= 1 (training samples held out to choose settings on)")
-    sources = {"cifar10_resnet": ("zip", "torchvision", "synthetic"), "sst2_bert": ("tsv", "hub", "synthetic")}
-    _require(cfg.task.name in sources, "task.name", cfg.task.name, f"one of {sorted(sources)}")
-    _require(cfg.task.data.source in sources[cfg.task.name], "task.data.source", cfg.task.data.source,
-             f"one of {sources[cfg.task.name]} for task={cfg.task.name}")
-    if cfg.task.data.source in ("zip", "tsv"):
-        data_dir = Path(cfg.paths.data_dir)
-        _require(data_dir.is_dir(), "paths.data_dir", str(data_dir),
-                 "an existing folder holding cifar10-jpeg.zip and sst2/ (set SIFT_BENCH_DATA_DIR or paths.data_dir=...)")
     return sift_config

@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
+import sift_bench.schema  # noqa: F401  (registers the typed configs the yaml files extend)
+
 ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = ROOT / "conf"
 
@@ -35,9 +37,12 @@ def compose_config(overrides: list[str]):
         return compose("config", overrides=overrides, return_hydra_config=False)
 
 
-def run_cli(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run the real entry point, `python -m sift_bench ...`, in its own process."""
+def run_cli(args: list[str], cwd: Path, timeout: float = 300, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
+    """Run the real entry point, `python -m sift_bench ...`, in its own process; `pythonpath`: a folder a user's
+    task or policy module is imported from."""
     env = {**os.environ, "SIFT_BENCH_DATA_DIR": str(offline_data_dir()), "SIFT_BENCH_CACHE_DIR": str(ROOT / ".cache" / "sift_bench")}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(pythonpath), os.environ.get("PYTHONPATH")]))
     return subprocess.run(
         [sys.executable, "-m", "sift_bench", *args, f"hydra.run.dir={cwd}/outputs", f"hydra.sweep.dir={cwd}/multirun"],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,

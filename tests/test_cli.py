@@ -79,6 +79,9 @@ def test_random_control_never_scores(store, tmp_path):
     (["trainer.eval_every_epochs=0"], "trainer.eval_every_epochs"),
     (["trainer.eval_every_epochs=2", "trainer.evals_per_epoch=4"], "trainer.eval_every_epochs"),
     (["tracking.start_before=tomorrow"], "tracking.start_before='tomorrow'"),
+    (["+experiment=bert_hf", "trainer.schedule.name=onecycle"], "trainer.schedule.name='onecycle'"),
+    (["+sifter.beta_vlaue=1", "sifter=relative_probabilistic"], "Key 'beta_vlaue' not in 'RelativeProbabilisticSifter'"),
+    (["task._target_=sift_bench.no_such.build"], "task._target_='sift_bench.no_such.build' is not allowed"),
 ])
 def test_bad_values_fail_fast_with_a_clear_message(overrides, message, store, tmp_path):
     result = run_cli([*overrides, f"tracking.uri={store}"], tmp_path, timeout=60)

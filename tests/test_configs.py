@@ -74,3 +74,49 @@ def test_command_line_keys_reach_the_config(monkeypatch):
     assert cfg.cost.usd_per_hour == 2.5
     assert cfg.paths.data_dir == "/somewhere/data"
     assert compose_config(["sifter=random", "sifter.keep_fraction=0.5"]).sifter.keep_fraction == 0.5
+
+
+@pytest.mark.parametrize("override,message", [
+    ("trainer.epoch=3", "Key 'epoch' not in 'TrainerConfig'"),
+    ("sifter.beta_vlaue=1", "Key 'beta_vlaue' not in 'RelativeProbabilisticSifter'"),
+    ("trainer.epochs=three", "Value 'three' of type 'str' could not be converted to Integer"),
+    ("trainer.progress=maybe", "Value 'maybe' is not a valid bool"),
+    ("tracking.skip_finished=sometimes", "Value 'sometimes' is not a valid bool"),
+    ("trainer.optimizer.lr=fast", "Value 'fast' of type 'str' could not be converted to Float"),
+])
+def test_a_typo_or_a_wrong_type_is_refused_by_composition(override, message):
+    from hydra.errors import ConfigCompositionException
+
+    with pytest.raises(ConfigCompositionException) as refused:
+        compose_config(["+experiment=bert", override])
+    assert message in f"{refused.value} {refused.value.__cause__}"
+
+
+@pytest.mark.parametrize("append,key,schema", [
+    ("+sifter.beta_vlaue=1", "beta_vlaue", "RelativeProbabilisticSifter"),
+    ("+trainer.epoch=3", "epoch", "TrainerConfig"),
+    ("+task.data.max_lenght=32", "max_lenght", "Sst2Data"),
+])
+def test_an_appended_typo_is_refused_before_anything_runs(append, key, schema):
+    # Hydra appends `+key=value` even to a typed node; validation holds the composed config to the same schema.
+    from sift_bench.validation import ConfigError
+
+    cfg = compose_config(["+experiment=bert", append])
+    with pytest.raises(ConfigError, match=rf"Key '{key}' not in '{schema}'"):
+        validate(cfg)
+
+
+def test_typed_configs_keep_the_yaml_values_as_written():
+    # An int given where a float is typed would become 1.0 and change the run's config_hash.
+    cfg = compose_config(["+experiment=bert_table", "+table_row=beta_1"])
+    assert type(cfg.sifter.beta_value) is int and cfg.sifter.beta_value == 1
+    assert type(cfg.trainer.optimizer.lr) is float and type(cfg.trainer.epochs) is int
+
+
+def test_a_model_name_the_source_does_not_read_is_not_logged_as_the_model():
+    from sift_bench.tracking import shown_params
+
+    package = OmegaConf.to_container(compose_config(["task=sst2_bert", "scale=cpu"]), resolve=True)
+    assert shown_params(package)["task.model.name"] == "unused (task.model.source=package)"
+    hub = OmegaConf.to_container(compose_config(["task=sst2_bert", "scale=gpu"]), resolve=True)
+    assert shown_params(hub)["task.model.name"] == "bert-base-uncased"

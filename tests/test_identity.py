@@ -49,3 +49,44 @@ def test_a_table_only_setting_rehashes_only_the_rows_that_use_it(table):
 def test_the_readme_command_is_the_tables_beta_3_row(experiment, table):
     # README quotes the table's beta_value=3 seed-0 run as what `+experiment=bert` prints: the same training.
     assert hash_of([f"+experiment={experiment}"]) == hash_of([f"+experiment={table}", "+table_row=beta_3", "seed=0"])
+
+
+def test_every_committed_table_run_keeps_its_identity(tmp_path):
+    # "Resuming the table finds nothing left to run": each FINISHED run of results/cpu, composed again from the
+    # overrides it recorded, hashes to the config_hash it was logged with, whatever keys were added since.
+    import shutil
+
+    from mlflow.tracking import MlflowClient
+
+    from conftest import ROOT
+
+    shutil.copy(ROOT / "results" / "cpu" / "mlflow.db", tmp_path / "mlflow.db")
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("sift_bench").experiment_id],
+                              filter_string="attributes.status = 'FINISHED'", max_results=10_000)
+    runs = [run for run in runs if "config_hash" in run.data.tags]  # jobs, not sweep parents
+    assert len(runs) >= 30
+    changed = []
+    for run in runs:
+        overrides = run.data.tags["overrides"].split(" ")
+        cfg = compose_config([override for override in overrides if not override.startswith("tracking.")])
+        if config_hash(cfg, int(run.data.tags.get("world_size", "1"))) != run.data.tags["config_hash"]:
+            changed.append((run.info.run_name, run.data.tags["overrides"]))
+    assert changed == []
+
+
+@pytest.mark.parametrize("table,epochs", [("bert_table", 4), ("resnet_table", 30)])
+def test_a_long_budget_row_is_the_tables_row_trained_longer(table, epochs):
+    from omegaconf import open_dict
+
+    rows = table_rows(f"{table}_long")
+    assert {"baseline", "random_0.25", "random_0.5", "random_0.6667", "beta_0.5", "beta_1", "stale_1",
+            "infobatch_0.5"} <= set(rows)
+    for row in rows:
+        short = compose_config([f"+experiment={table}", f"+table_row={row}", "scale=cpu", "seed=1"])
+        long = compose_config([f"+experiment={table}_long", f"+table_row={row}", "scale=cpu", "seed=1"])
+        assert long.trainer.epochs == epochs and short.trainer.epochs < epochs
+        assert config_hash(long) != config_hash(short)
+        with open_dict(long):
+            long.trainer.epochs = short.trainer.epochs
+        assert config_hash(long) == config_hash(short)  # same data, model, policy and seed: only the budget differs

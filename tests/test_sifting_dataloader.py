@@ -469,7 +469,7 @@ def test_bad_arguments_are_rejected():
     loader = id_loader(10, 5)
     with pytest.raises(TypeError, match=r"re-iterable .*not an iterator"):
         SiftingDataloader(relative_config(), iter(loader), TableLoss(torch.rand(10)), tiny_net())
-    with pytest.raises(TypeError, match=r"sift_config must be a RelativeProbabilisticSiftConfig"):
+    with pytest.raises(TypeError, match=r"sift_config must be a policy \(a subclass of sift_bench.sifting.SiftPolicy"):
         SiftingDataloader({"beta_value": 1}, loader, TableLoss(torch.rand(10)), tiny_net())
     with pytest.raises(TypeError, match=r"loss_impl must be a sift_bench.sifting.Loss"):
         SiftingDataloader(relative_config(), loader, None, tiny_net())

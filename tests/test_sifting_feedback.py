@@ -150,7 +150,7 @@ def test_infobatch_prunes_prune_ratio_of_the_below_mean_samples(prune_ratio):
     ids, weights = train_epoch(sifter, lambda ids: table[ids])
     assert len(ids) == n and bool((weights == 1).all())  # nothing remembered in the first epoch
     ids, weights = train_epoch(sifter, lambda ids: table[ids])
-    assert sifter.infobatch_threshold == pytest.approx(0.55)
+    assert sifter.selector.threshold == pytest.approx(0.55)
     below = table[ids] < 0.55
     assert int((~below).sum()) == n // 2  # every above-mean sample is kept
     pruned_share = 1 - int(below.sum()) / (n // 2)
@@ -189,7 +189,7 @@ def test_infobatch_anneals_in_the_last_fraction_of_training():
     # Annealing starts at (1 - 0.125) * 4 * n = 3.5 n samples seen: halfway through the 4th epoch.
     sifter = sifter_for(infobatch_config(0.5, anneal_fraction=0.125), n, num_epochs=num_epochs,
                         shuffle=False)
-    assert sifter.anneal_start_samples == 3.5 * n
+    assert sifter.selector.anneal_start_samples == 3.5 * n
     for epoch in range(3):
         ids, weights = train_epoch(sifter, lambda ids: table[ids])
         if epoch > 0:
@@ -213,7 +213,7 @@ def test_infobatch_keeps_samples_never_remembered():
     train_epoch(sifter, lambda ids: table[ids], record=lambda ids: bool((ids < n // 2).all()))
     ids, weights = train_epoch(sifter, lambda ids: table[ids])
     remembered = table[: n // 2][torch.isfinite(table[: n // 2])]
-    assert sifter.infobatch_threshold == pytest.approx(remembered.mean().item())  # finite, remembered only
+    assert sifter.selector.threshold == pytest.approx(remembered.mean().item())  # finite, remembered only
     never = (ids >= n // 2) | (ids % 8 == 0)
     assert int(never.sum()) == n // 2 + n // 16  # all kept
     assert bool((weights[never] == 1).all())

@@ -1,10 +1,23 @@
 """Data sources for the benchmark tasks: offline files, canonical online sources, generated stand-ins."""
 
+from pathlib import Path
+
 import torch
 
-from sift_bench.validation import ConfigError
+from sift_bench.errors import ConfigError
 
 SUBSET_SEED = 1234
+
+
+def require_source(cfg, sources: tuple[str, ...], offline: tuple[str, ...]) -> None:
+    """Refuse `task.data.source` outside `sources`, and an offline source (one of `offline`) without its data folder,
+    before anything is loaded."""
+    source = cfg.task.data.source
+    if source not in sources:
+        raise ConfigError(f"task.data.source={source!r} is not allowed: one of {sources} for task={cfg.task.name}")
+    if source in offline and not Path(cfg.paths.data_dir).is_dir():
+        raise ConfigError(f"paths.data_dir={str(cfg.paths.data_dir)!r} is not allowed: an existing folder holding "
+                          "cifar10-jpeg.zip and sst2/ (set SIFT_BENCH_DATA_DIR or paths.data_dir=...)")
 
 
 def fixed_subset(n: int, size: int) -> torch.Tensor:

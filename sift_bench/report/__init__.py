@@ -42,7 +42,13 @@ TABLE_STATS = ("n_seeds", "seeds", "pct_accepted", "pct_accepted_std", "pct_time
 # Params that differ between runs of one task without changing what is compared: the sifter is the
 # configuration, the seed is what is averaged over, the rest only says where files go or how progress shows.
 NOT_COMPARED_PREFIXES = ("params.sifter.", *(f"params.{group}." for group in NOT_HASHED))
-NOT_COMPARED = ("params.seed", "params.sweep_name", *(f"params.trainer.{key}" for key in NOT_HASHED_TRAINER))
+# trainer.loop is part of a row's task instead (`task_labels`).
+NOT_COMPARED = ("params.seed", "params.sweep_name", "params.trainer.loop",
+                *(f"params.trainer.{key}" for key in NOT_HASHED_TRAINER))
+# The code a task or a sifter names by import path: its name already says which, and runs logged before the key
+# existed lack it.
+NOT_COMPARED_SUFFIXES = ("._target_",)
+NATIVE_LOOP = "native"
 
 
 # ---------------------------------------------------------------- runs frame
@@ -171,15 +177,24 @@ def split_runs(runs: pd.DataFrame, scale: str, machine: str | None = None,
 def sifter_params(runs: pd.DataFrame) -> list[str]:
     """The sifter's params that any run logged (without `name`), SageMaker's first: new sifters add their own."""
     logged = [name[len("params.sifter."):] for name in runs.columns
-              if name.startswith("params.sifter.") and name != "params.sifter.name" and runs[name].notna().any()]
+              if name.startswith("params.sifter.") and name not in ("params.sifter.name", "params.sifter._target_")
+              and runs[name].notna().any()]
     return [*SIFTER_PARAMS, *sorted(name for name in logged if name not in SIFTER_PARAMS)]
+
+
+def task_labels(used: pd.DataFrame) -> pd.Series:
+    """Each run's task, with the training loop when it is not sift_bench's own: `sst2_bert (hf_trainer)`. Runs of
+    another loop get their own baseline, frontier and timing references, and sit beside the native rows."""
+    tasks = _tag_or_param(used, "task", "task.name")
+    loops = column(used, "params.trainer.loop").fillna(NATIVE_LOOP)  # runs logged before the setting: native
+    return tasks.where(loops == NATIVE_LOOP, tasks.astype(str) + " (" + loops.astype(str) + ")")
 
 
 def run_rows(used: pd.DataFrame) -> pd.DataFrame:
     """One row per run in the field's names: task, model, dataset, sifter and its params, seed, final metrics."""
     rows = pd.DataFrame({
         "run_id": column(used, "run_id"),
-        "task": _tag_or_param(used, "task", "task.name"),
+        "task": task_labels(used),
         "model": column(used, "tags.model"),
         "dataset": _tag_or_param(used, "dataset", "task.dataset"),
         "sifter": _tag_or_param(used, "sifter", "sifter.name"),
@@ -718,7 +733,7 @@ def varying_settings(used: pd.DataFrame) -> dict:
     which would make its rows compare different training setups."""
     tasks = _tag_or_param(used, "task", "task.name")
     compared = [name for name in used.columns if name.startswith("params.") and name not in NOT_COMPARED
-                and not name.startswith(NOT_COMPARED_PREFIXES)]
+                and not name.startswith(NOT_COMPARED_PREFIXES) and not name.endswith(NOT_COMPARED_SUFFIXES)]
     varying = {}
     for task in tasks.drop_duplicates():
         runs = used[tasks == task] if pd.notna(task) else used[tasks.isna()]

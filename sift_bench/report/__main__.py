@@ -334,6 +334,10 @@ def parser() -> argparse.ArgumentParser:
     cli.add_argument("--from-csv", type=Path, metavar="DIR",
                      help="rebuild from DIR/runs.csv, excluded.csv and history.csv instead of a store (DIR may "
                           "also be the path of the runs.csv, with the other two next to it)")
+    cli.add_argument("--budget-from", type=Path, nargs="+", metavar="DIR",
+                     help="instead of a table: the budget view (budget.csv, budget.md, budget.png in --out, default "
+                          "results/budget) from two or more report folders of the same tasks at different training "
+                          "budgets, e.g. --budget-from results/cpu results/cpu_long")
     return cli
 
 
@@ -342,12 +346,38 @@ def csv_scale(runs: pd.DataFrame) -> str | None:
     return scales[0] if len(scales) == 1 else None
 
 
+def budget_view(cli, args, command: str) -> int:
+    from sift_bench.report import budget
+
+    if len(args.budget_from) < 2:
+        cli.error("--budget-from takes two or more report folders, one per training budget")
+    for folder in args.budget_from:
+        if not (folder / "table.csv").is_file() or not (folder / "runs.csv").is_file():
+            cli.error(f"--budget-from: {folder} holds no table.csv and runs.csv (write its report first)")
+    out = args.out or Path("results") / "budget"
+    try:
+        view = budget.write(args.budget_from, out, command)
+    except ValueError as error:
+        cli.error(str(error))
+    print(f"sift_bench.report: {len(view)} rows over budgets "
+          + ", ".join(f"{task} {sorted(rows['budget_epochs'].unique())} epochs"
+                      for task, rows in view.groupby("task", sort=False))
+          + f"; wrote {out}/budget.csv, budget.md, budget.png")
+    for _, row in view[report.is_sifted(view)].iterrows():
+        print(f"  {row['task']} {row['budget_epochs']} epochs  {row['config']}: vs frontier "
+              f"{row['accuracy_vs_frontier']:+.2f} ± {row['accuracy_vs_frontier_std']:.2f}, extra savings "
+              f"{row['extra_savings']:+.1f} %")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     cli = parser()
     args = cli.parse_args(argv)
     # Relative paths only: report.md quotes this command, and results/ is read on other machines.
     report_command = shlex.join(["python", "-m", "sift_bench.report", *map(paths.relative_text, argv)])
+    if args.budget_from:
+        return budget_view(cli, args, report_command)
     if args.from_csv and (args.tracking_uri or args.experiment_name):
         cli.error("--from-csv reads CSV files; it takes no --tracking-uri or --experiment-name")
     try:

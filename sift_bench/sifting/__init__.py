@@ -27,6 +27,7 @@ from .history import LossHistory
 from .indexed import IndexedDataset, default_sample_ids
 from .loss import Loss
 from .memory import SampleLossMemory
+from .policy import Candidates, SelectionContext, Selector, SiftPolicy
 from .selection import (
     fresh_loss_mask,
     infobatch_keep_mask,
@@ -40,6 +41,7 @@ from .selection import (
 from .stats import SiftingStats
 
 __all__ = [
+    "Candidates",
     "IndexedDataset",
     "InfoBatchSiftConfig",
     "Loss",
@@ -49,11 +51,14 @@ __all__ = [
     "RandomSiftConfig",
     "RelativeProbabilisticSiftConfig",
     "SampleLossMemory",
+    "SelectionContext",
+    "Selector",
     "SequenceBatchTransform",
     "SiftingBaseConfig",
     "SiftingBatch",
     "SiftingBatchTransform",
     "SiftingDataloader",
+    "SiftPolicy",
     "SiftingStats",
     "StaleLossSiftConfig",
     "TensorBatchTransform",

@@ -13,6 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from .policy import SelectionContext, SiftPolicy
+from .selectors import InfoBatchSelector, RandomSelector, RelativeProbabilisticSelector, StaleLossSelector
+
 
 def _is_int(value: Any) -> bool:
     # bool is an int subclass, but `sift_delay=True` is a typo, not a delay.
@@ -99,7 +102,7 @@ class LossConfig:
 
 
 @dataclass(frozen=True)
-class RelativeProbabilisticSiftConfig:
+class RelativeProbabilisticSiftConfig(SiftPolicy):
     """Keep a scored sample with probability ``p ** beta_value``.
 
     ``p`` is the fraction of the last ``loss_history_length`` per-sample losses
@@ -107,6 +110,9 @@ class RelativeProbabilisticSiftConfig:
     fraction is ``1 / (1 + beta_value)``: 0.5 keeps 66.67 %, 1 keeps 50 %,
     2 keeps 33.33 %, 3 keeps 25 %.
     """
+
+    scores = True
+    run_name_fields = {"beta": "beta_value", "hist": "loss_history_length"}
 
     beta_value: float
     loss_history_length: int
@@ -123,15 +129,20 @@ class RelativeProbabilisticSiftConfig:
             _from_mapping(LossConfig, self.loss_based_sift_config, "loss_based_sift_config"),
         )
 
+    def selector(self, context: SelectionContext) -> RelativeProbabilisticSelector:
+        return RelativeProbabilisticSelector(self, context)
+
 
 @dataclass(frozen=True)
-class RandomSiftConfig:
+class RandomSiftConfig(SiftPolicy):
     """The control: keep each sample with probability ``keep_fraction``, whatever its loss.
 
     Same delay and same batch refill as loss-based sifting, but no scoring
     forward pass, so a table can set sifting against plain subsampling at the
     same % accepted.
     """
+
+    run_name_fields = {"keep": "keep_fraction"}
 
     keep_fraction: float
     loss_based_sift_config: LossConfig
@@ -149,9 +160,12 @@ class RandomSiftConfig:
             _from_mapping(LossConfig, self.loss_based_sift_config, "loss_based_sift_config"),
         )
 
+    def selector(self, context: SelectionContext) -> RandomSelector:
+        return RandomSelector(self, context)
+
 
 @dataclass(frozen=True)
-class StaleLossSiftConfig:
+class StaleLossSiftConfig(SiftPolicy):
     """Relative probabilistic sifting decided from each sample's last TRAINING loss, with no scoring pass.
 
     The keep rule is ``RelativeProbabilisticSiftConfig``'s, ``p ** beta_value``,
@@ -162,6 +176,9 @@ class StaleLossSiftConfig:
     old, is kept: it can be sifted out at most ``max_loss_age_epochs`` epochs
     in a row, so no sample is starved by a stale low loss.
     """
+
+    uses_training_losses = True
+    run_name_fields = {"beta": "beta_value", "hist": "loss_history_length"}
 
     beta_value: float
     loss_history_length: int
@@ -186,6 +203,9 @@ class StaleLossSiftConfig:
             _from_mapping(LossConfig, self.loss_based_sift_config, "loss_based_sift_config"),
         )
 
+    def selector(self, context: SelectionContext) -> StaleLossSelector:
+        return StaleLossSelector(self, context)
+
 
 def _no_delay() -> LossConfig:
     # InfoBatch needs no delay: nothing is remembered in the first epoch, so it trains on everything.
@@ -193,7 +213,7 @@ def _no_delay() -> LossConfig:
 
 
 @dataclass(frozen=True)
-class InfoBatchSiftConfig:
+class InfoBatchSiftConfig(SiftPolicy):
     """InfoBatch: prune a random ``prune_ratio`` of the samples whose last training loss is below the mean.
 
     At each epoch the threshold is the mean of the remembered training losses.
@@ -208,6 +228,11 @@ class InfoBatchSiftConfig:
     data set: the fraction saved is about ``prune_ratio * (share below the
     mean) * (1 - anneal_fraction)``.
     """
+
+    uses_training_losses = True
+    weights_losses = True
+    needs_num_epochs = True
+    run_name_fields = {"prune": "prune_ratio", "anneal": "anneal_fraction"}
 
     prune_ratio: float = 0.5
     anneal_fraction: float = 0.125
@@ -233,3 +258,6 @@ class InfoBatchSiftConfig:
             "loss_based_sift_config",
             _from_mapping(LossConfig, self.loss_based_sift_config, "loss_based_sift_config"),
         )
+
+    def selector(self, context: SelectionContext) -> InfoBatchSelector:
+        return InfoBatchSelector(self, context)

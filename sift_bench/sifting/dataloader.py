@@ -4,36 +4,19 @@ from __future__ import annotations
 
 import numbers
 import time
-from typing import Any, Callable, Iterator, Union
+from functools import partial
+from typing import Any, Callable, Iterator
 
 import torch
 
 from .batch import SiftingBatch, SiftingBatchTransform, default_batch_transform
-from .config import (
-    InfoBatchSiftConfig,
-    RandomSiftConfig,
-    RelativeProbabilisticSiftConfig,
-    StaleLossSiftConfig,
-)
-from .history import LossHistory
 from .indexed import default_sample_ids
 from .loss import Loss
 from .memory import SampleLossMemory, checked_sample_ids
+from .policy import Candidates, SeenCounter, SelectionContext, SiftPolicy
 from .ranks import SYNC_MODES, Ranks
-from .selection import (
-    fresh_loss_mask,
-    infobatch_keep_mask,
-    infobatch_threshold,
-    random_keep_mask,
-    relative_probabilistic_keep_mask,
-    stale_loss_keep_mask,
-)
 from .stats import SiftingStats
 
-SiftConfig = Union[
-    RelativeProbabilisticSiftConfig, RandomSiftConfig, StaleLossSiftConfig, InfoBatchSiftConfig
-]
-_POLICIES = (RelativeProbabilisticSiftConfig, RandomSiftConfig, StaleLossSiftConfig, InfoBatchSiftConfig)
 _END = object()  # the end of a loader's epoch
 
 
@@ -66,6 +49,15 @@ def _checked_losses(losses: Any, n: int, subject: str) -> torch.Tensor:
         )
     # The copy to the CPU also waits for the device, so scoring_seconds is true wall time.
     return losses.detach().reshape(n).to("cpu", torch.float32)
+
+
+def _share(ranks: Ranks, losses: torch.Tensor) -> torch.Tensor:
+    """Under global sync: the losses of every rank, in rank order, for a history all ranks share."""
+    return torch.cat(ranks.gather(losses))
+
+
+def _keep_local(losses: torch.Tensor) -> torch.Tensor:
+    return losses
 
 
 def _is_int(value: Any) -> bool:
@@ -160,7 +152,7 @@ class SiftingDataloader:
 
     def __init__(
         self,
-        sift_config: SiftConfig,
+        sift_config: SiftPolicy,
         orig_dataloader: Any,
         loss_impl: Loss | None = None,
         model: torch.nn.Module | None = None,
@@ -173,11 +165,11 @@ class SiftingDataloader:
         sync: str = "global",
         process_group=None,
     ) -> None:
-        if not isinstance(sift_config, _POLICIES):
+        if not isinstance(sift_config, SiftPolicy):
             raise TypeError(
-                f"sift_config must be a RelativeProbabilisticSiftConfig, a RandomSiftConfig, "
-                f"a StaleLossSiftConfig or an InfoBatchSiftConfig, "
-                f"got {type(sift_config).__name__}"
+                f"sift_config must be a policy (a subclass of sift_bench.sifting.SiftPolicy: "
+                f"RelativeProbabilisticSiftConfig, RandomSiftConfig, StaleLossSiftConfig, "
+                f"InfoBatchSiftConfig or your own), got {type(sift_config).__name__}"
             )
         if not hasattr(orig_dataloader, "__iter__") or hasattr(orig_dataloader, "__next__"):
             raise TypeError(
@@ -185,11 +177,8 @@ class SiftingDataloader:
                 f"iter() starts a new epoch), not an iterator, got "
                 f"{type(orig_dataloader).__name__}"
             )
-        self.is_loss_based = isinstance(sift_config, RelativeProbabilisticSiftConfig)
-        self.is_stale_loss = isinstance(sift_config, StaleLossSiftConfig)
-        self.is_infobatch = isinstance(sift_config, InfoBatchSiftConfig)
         policy = type(sift_config).__name__
-        if self.is_loss_based:
+        if sift_config.scores:
             if not callable(getattr(loss_impl, "loss", None)):
                 raise TypeError(
                     f"loss_impl must be a sift_bench.sifting.Loss with a "
@@ -222,15 +211,16 @@ class SiftingDataloader:
                 raise ValueError(f"{name} must be an int >= 1 or None, got {value!r}")
         if sync not in SYNC_MODES:
             raise ValueError(f"sync must be one of {SYNC_MODES}, got {sync!r}")
-        if self.uses_training_losses and num_samples is None:
+        if sift_config.uses_training_losses and num_samples is None:
             raise ValueError(
                 f"{policy} needs num_samples= (the data set's size): it remembers one loss per "
                 f"sample, in memory preallocated for num_samples samples"
             )
-        if self.is_infobatch and num_epochs is None:
+        if sift_config.needs_num_epochs and num_epochs is None:
             raise ValueError(
-                f"{policy} needs num_epochs= (the planned number of epochs): annealing starts "
-                f"after (1 - anneal_fraction) * num_epochs * num_samples samples seen"
+                f"{policy} needs num_epochs= (the planned number of epochs)"
+                + (": annealing starts after (1 - anneal_fraction) * num_epochs * num_samples "
+                   "samples seen" if hasattr(sift_config, "anneal_fraction") else "")
             )
 
         self.sift_config = sift_config
@@ -255,29 +245,25 @@ class SiftingDataloader:
         if seed is None:
             seed = int(torch.randint(0, 2**62, (), dtype=torch.int64))
         self.generator = torch.Generator().manual_seed(self.ranks.seed_for(seed))
-        self.loss_history = (
-            LossHistory(sift_config.loss_history_length)
-            if self.is_loss_based or self.is_stale_loss
-            else None
-        )
         self.sample_memory = (
-            SampleLossMemory(num_samples, with_weights=self.is_infobatch)
-            if self.uses_training_losses
-            else None
-        )
-        self.anneal_start_samples = (
-            (1.0 - sift_config.anneal_fraction) * num_epochs * num_samples
-            if self.is_infobatch
+            SampleLossMemory(num_samples, with_weights=sift_config.weights_losses)
+            if sift_config.uses_training_losses
             else None
         )
         self.stats = SiftingStats()
         # The delay's own count: stats.reset() must not restart the delay.
         self._batches_yielded_total = 0
-        # Annealing's own count of candidates drawn, for the same reason.
-        self._samples_seen_total = 0
+        # The policies' own count of candidates drawn (InfoBatch's annealing), for the same reason.
+        self._seen = SeenCounter()
         # Epochs are iter() calls; -1 until the first one starts.
         self.epoch = -1
-        self.infobatch_threshold = float("nan")
+        # The policy's state and decision (sift_bench.sifting.policy).
+        # Nothing in the context refers back to the loader: a reference cycle would keep the loader, and under DDP
+        # its process group, alive until interpreter shutdown, where gloo's teardown aborts the process.
+        self.selector = sift_config.selector(SelectionContext(
+            generator=self.generator, share=partial(_share, self.ranks) if self._shares else _keep_local,
+            memory=self.sample_memory, num_samples=num_samples, num_epochs=num_epochs, seen=self._seen,
+        ))
         # The batch just yielded, for batch_weights() and record_losses().
         self._yielded_ids: torch.Tensor | None = None
         self._ids_device: torch.device | None = None  # where the batches' ids live
@@ -287,7 +273,12 @@ class SiftingDataloader:
     @property
     def uses_training_losses(self) -> bool:
         """True when the training loop must call ``batch_weights()`` and ``record_losses()`` after each batch."""
-        return self.is_stale_loss or self.is_infobatch
+        return self.sift_config.uses_training_losses
+
+    @property
+    def loss_history(self):
+        """The policy's history of recent losses (a ``LossHistory``), or None if it keeps none."""
+        return self.selector.loss_history
 
     def _require_training_losses(self, method: str) -> None:
         if not self.uses_training_losses:
@@ -308,7 +299,7 @@ class SiftingDataloader:
         """
         self._require_training_losses("batch_weights")
         ids = self._yielded_ids
-        if self.is_infobatch:
+        if self.sift_config.weights_losses:
             return self.sample_memory.weights[ids].to(self._ids_device)
         return torch.ones(ids.numel(), dtype=torch.float32, device=self._ids_device)
 
@@ -367,50 +358,11 @@ class SiftingDataloader:
             self.stats.scoring_seconds += time.perf_counter() - started
         return losses
 
-    def _keep_mask(self, sifting_batch: SiftingBatch, batch: Any) -> torch.Tensor:
-        config = self.sift_config
-        if not self.is_loss_based:
-            return random_keep_mask(len(sifting_batch), config.keep_fraction, self.generator)
-        losses = self._score(sifting_batch, batch)
-        keep = relative_probabilistic_keep_mask(
-            losses, self.loss_history.values(), config.beta_value, self.generator
-        )
-        self.loss_history.append(self._shared(losses[torch.isfinite(losses)]))
-        return keep
-
-    def _shared(self, losses: torch.Tensor) -> torch.Tensor:
-        """``losses`` of this rank, or under global sync those of every rank in rank order, for the history."""
-        return torch.cat(self.ranks.gather(losses)) if self._shares else losses
-
     def _candidate_ids(self, batch: Any, n: int) -> torch.Tensor:
         ids = self.sample_ids(batch)
         if isinstance(ids, torch.Tensor):
             self._ids_device = ids.device
         return checked_sample_ids(ids, n, self.num_samples)
-
-    def _keep_mask_from_memory(self, ids: torch.Tensor) -> torch.Tensor:
-        """Decide a candidate batch from its samples' remembered training losses (CPU ``ids``)."""
-        config = self.sift_config
-        memory = self.sample_memory
-        losses = memory.losses[ids]
-        stamps = memory.epoch_stamps[ids]
-        if self.is_stale_loss:
-            fresh = fresh_loss_mask(stamps, self.epoch, config.max_loss_age_epochs)
-            keep = stale_loss_keep_mask(
-                losses, fresh, self.loss_history.values(), config.beta_value, self.generator
-            )
-            # The candidates' losses, kept or not: the training losses alone would be those of
-            # the samples kept, biased high, and the kept fraction would collapse.
-            self.loss_history.append(self._shared(losses[fresh]))
-            return keep
-        if self._samples_seen_total >= self.anneal_start_samples:
-            memory.weights[ids] = 1.0
-            return torch.ones(ids.numel(), dtype=torch.bool)
-        keep, weights = infobatch_keep_mask(
-            losses, stamps >= 0, self.infobatch_threshold, config.prune_ratio, self.generator
-        )
-        memory.weights[ids] = weights
-        return keep
 
     def _yielding(self, ids: torch.Tensor | None) -> None:
         self.stats.batches_yielded += 1
@@ -438,7 +390,7 @@ class SiftingDataloader:
             if not bool(rows[:, 0].all()):
                 drawn = int(rows[:, 1].sum())
                 self.stats.samples_seen += drawn
-                self._samples_seen_total += drawn
+                self._seen.total += drawn
                 self._leave_over(drawn)
                 return
             yield batch, int(rows[:, 1].sum())
@@ -460,10 +412,7 @@ class SiftingDataloader:
         batch_size = self.batch_size
         tracking = self.uses_training_losses
         self.epoch += 1
-        if self.is_infobatch:
-            memory = self.sample_memory
-            # Taken once per epoch, as InfoBatch prunes once per epoch.
-            self.infobatch_threshold = infobatch_threshold(memory.losses, memory.remembered)
+        self.selector.start_epoch(self.epoch)
         batches_yielded_this_epoch = 0
         pieces: list[SiftingBatch] = []
         id_pieces: list[torch.Tensor] = []
@@ -483,11 +432,11 @@ class SiftingDataloader:
                 ids = None
                 if tracking:
                     ids = self._candidate_ids(batch, n)
-                    if self.is_infobatch:
+                    if self.sift_config.weights_losses:
                         self.sample_memory.weights[ids] = 1.0
                 stats.samples_seen += seen
                 stats.samples_kept += seen
-                self._samples_seen_total += seen
+                self._seen.total += seen
                 self._yielding(ids)
                 batches_yielded_this_epoch += 1
                 yield batch
@@ -497,11 +446,9 @@ class SiftingDataloader:
             n = len(sifting_batch)
             if n == 0 and not self.ranks.distributed:
                 continue
-            if tracking:
-                ids = self._candidate_ids(batch, n)
-                keep = self._keep_mask_from_memory(ids)
-            else:
-                keep = self._keep_mask(sifting_batch, batch)
+            ids = self._candidate_ids(batch, n) if tracking else None
+            losses = self._score(sifting_batch, batch) if self.sift_config.scores else None
+            keep = self.selector.keep(Candidates(n=n, losses=losses, ids=ids))
             n_kept = int(keep.sum())
             if n_kept == n:
                 pieces.append(sifting_batch)
@@ -518,7 +465,7 @@ class SiftingDataloader:
             stats.samples_seen += seen
             stats.samples_kept += kept
             stats.samples_sifted_out += seen - kept
-            self._samples_seen_total += seen
+            self._seen.total += seen
 
             for _ in range(ready):
                 merged = SiftingBatch.concat(pieces)

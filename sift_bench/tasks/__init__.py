@@ -27,9 +27,12 @@ class TaskParts:
 
 
 def build_task(cfg, device: torch.device) -> TaskParts:
-    from sift_bench.tasks import cifar10_resnet, sst2_bert
+    """Build the task `task._target_` names (any importable function (cfg, device) -> TaskParts)."""
+    from sift_bench.errors import ConfigError
+    from sift_bench.targets import task_builder
 
-    builders = {"cifar10_resnet": cifar10_resnet.build, "sst2_bert": sst2_bert.build}
-    if cfg.task.name not in builders:
-        raise ValueError(f"task.name must be one of {sorted(builders)}, got {cfg.task.name!r}")
-    return builders[cfg.task.name](cfg, device)
+    parts = task_builder(cfg.task)(cfg, device)
+    if not isinstance(parts, TaskParts):
+        raise ConfigError(f"task._target_={cfg.task._target_!r} is not allowed: it returned a "
+                          f"{type(parts).__name__}, not a sift_bench.tasks.TaskParts")
+    return parts

@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 
 from sift_bench import distributed
-from sift_bench.data import class_balanced_holdout, fixed_subset
+from sift_bench.data import class_balanced_holdout, fixed_subset, require_source
 from sift_bench.data.cifar10 import CifarLoader, load_cifar10
 from sift_bench.models.resnet import build_resnet
 from sift_bench.tasks import TaskParts
@@ -12,6 +12,7 @@ from sift_bench.tasks import TaskParts
 
 def build(cfg, device: torch.device) -> TaskParts:
     task, data = cfg.task, cfg.task.data
+    require_source(cfg, ("zip", "torchvision", "synthetic"), offline=("zip",))
     arrays = load_cifar10(
         data.source,
         cfg.paths.data_dir,

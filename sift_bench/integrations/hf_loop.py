@@ -1,0 +1,297 @@
+"""`trainer.loop: hf_trainer`: a training job run by Hugging Face's `Trainer` instead of `sift_bench.train`.
+
+`train` has the signature and the `TrainResult` of `sift_bench.train.train`. The Trainer trains `parts.model` on the
+task's own loader (the same batches, in the same order, as the native loop) with the task's own per-sample loss; a
+sifted run goes through `SiftingTrainer` (sift_bench.integrations.transformers), a baseline through a plain `Trainer`.
+The Trainer builds the optimizer and the schedule from `TrainingArguments` set from `trainer_cfg`. Evaluation, counts
+and timing are the native loop's (`evaluate`, `EvalPoint`, `TrainResult`), taken by a callback at the same points.
+
+Where it differs from the native loop, by the Trainer's design:
+
+- The schedule is the Trainer's, over optimizer steps (over candidate batches when sifted): step k trains at
+  lambda(k), and the learning rate reaches its final value after the last step. The native loop sets each step's
+  rate from the samples seen including that batch. Only `linear`, `cosine` and `constant` exist in both (linear
+  decays to 0 only; cosine to `final_lr_fraction`); warmup is `ceil(warmup_fraction * steps)` steps.
+- The Trainer's AdamW (fused when `implementation: fused`, else torch's default) or SGD, with weight decay on all but
+  biases and normalisation weights (the native loop: all but 1-d tensors, the same set for BERT). No gradient
+  clipping (`max_grad_norm=0`), as natively, though the Trainer still computes the gradient norm each step.
+- The Trainer reseeds torch with `seed` when built, so dropout draws differ from the native loop's.
+- `train_time_s` is the time of the Trainer's epochs (its per-step bookkeeping included), evaluations excluded.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import tempfile
+import time
+from typing import Callable
+
+import torch
+from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers.trainer_callback import PrinterCallback
+
+from sift_bench import distributed
+from sift_bench.errors import ConfigError
+from sift_bench.integrations.transformers import SiftingTrainer
+from sift_bench.machine import OtherCpuMeter
+from sift_bench.sifting import Loss
+from sift_bench.tasks import TaskParts
+from sift_bench.train import EvalPoint, TaskLoss, TrainResult, autocast_factory, evaluate
+
+# trainer.schedule.name -> the Trainer's lr_scheduler_type (cosine to a floor above 0 is cosine_with_min_lr).
+HF_SCHEDULES = {"linear": "linear", "cosine": "cosine", "constant": "constant_with_warmup"}
+
+
+def training_arguments(trainer_cfg, device: torch.device, precision: str, seed: int, output_dir: str,
+                       per_device_batch_size: int, batches_per_epoch: int, progress: bool) -> TrainingArguments:
+    """The Trainer's settings for `trainer_cfg`; a ConfigError for a schedule the Trainer does not have.
+
+    batches_per_epoch: the training loader's length, from which the Trainer plans its steps (and warmup here).
+    """
+    schedule, optimizer = trainer_cfg.schedule, trainer_cfg.optimizer
+    if schedule.name not in HF_SCHEDULES:
+        raise ConfigError(f"trainer.schedule.name={schedule.name!r} is not allowed with trainer.loop=hf_trainer: the "
+                          f"Trainer has {sorted(HF_SCHEDULES)}")
+    scheduler_type, scheduler_kwargs = HF_SCHEDULES[schedule.name], {}
+    if schedule.name == "linear" and schedule.final_lr_fraction != 0:
+        raise ConfigError(f"trainer.schedule.final_lr_fraction={schedule.final_lr_fraction} is not allowed with "
+                          "trainer.loop=hf_trainer and schedule linear: the Trainer's linear schedule decays to 0")
+    if schedule.name == "cosine" and schedule.final_lr_fraction != 0:
+        scheduler_type, scheduler_kwargs = "cosine_with_min_lr", {"min_lr_rate": schedule.final_lr_fraction}
+    optim_settings = {}
+    if optimizer.name == "adamw":
+        optim_settings = dict(optim="adamw_torch_fused" if optimizer.implementation == "fused" else "adamw_torch",
+                              adam_beta1=optimizer.betas[0], adam_beta2=optimizer.betas[1], adam_epsilon=optimizer.eps)
+    elif optimizer.name == "sgd":
+        optim_settings = dict(optim="sgd", optim_args=f"momentum={optimizer.momentum},nesterov={optimizer.nesterov}")
+    else:
+        raise ConfigError(f"trainer.optimizer.name={optimizer.name!r} is not allowed: 'sgd' or 'adamw'")
+    return TrainingArguments(
+        output_dir=output_dir,
+        num_train_epochs=trainer_cfg.epochs,
+        per_device_train_batch_size=per_device_batch_size,
+        learning_rate=optimizer.lr,
+        weight_decay=optimizer.weight_decay,
+        **optim_settings,
+        lr_scheduler_type=scheduler_type,
+        lr_scheduler_kwargs=scheduler_kwargs,
+        # Rounded first: in floats 0.1 * 100 steps is 10.000000000000002, which would round up to 11.
+        warmup_steps=math.ceil(round(schedule.warmup_fraction * trainer_cfg.epochs * batches_per_epoch, 6)),
+        max_grad_norm=0.0,  # no clipping, as in the native loop
+        bf16=precision == "bf16",
+        fp16=precision == "fp16",
+        use_cpu=device.type == "cpu",
+        seed=seed,
+        # The harness evaluates, logs to MLflow and prints its summary itself.
+        eval_strategy="no",
+        save_strategy="no",
+        logging_strategy="no",
+        report_to="none",
+        disable_tqdm=not (progress and sys.stderr.isatty()),
+    )
+
+
+class _RunMeter(TrainerCallback):
+    """Counts, times and evaluates as sift_bench.train does, at the same points of each epoch."""
+
+    def __init__(self, parts: TaskParts, trainer_cfg, device: torch.device, autocast: Callable,
+                 target_accuracy: float | None, on_eval: Callable[[EvalPoint], None] | None) -> None:
+        self.parts, self.trainer_cfg, self.device, self.autocast = parts, trainer_cfg, device, autocast
+        self.target_accuracy, self.on_eval = target_accuracy, on_eval
+        self.world = distributed.current()
+        self.trainer: Trainer | None = None  # set once built: the sifter lives in it
+        self.history: list[EvalPoint] = []
+        self.samples_seen = self.samples_trained = self.work_trained = 0
+        self.train_time = self.eval_time = 0.0
+        self.time_to_target = math.nan
+        self.epoch = -1
+        self.loss_sum = torch.zeros((), device=device)
+        self.eval_every = parts.num_train_samples / trainer_cfg.evals_per_epoch
+
+    def sifter(self):
+        sifting = getattr(self.trainer, "sifting", None)
+        return sifting.dataloader if sifting else None
+
+    # ---- called by the trainer for each batch it trains
+
+    def batch_trained(self, batch) -> None:
+        batch_size = self.parts.batch_size_of(batch)
+        self.samples_trained += batch_size  # this rank's: summed over the ranks at each evaluation
+        self.work_trained += self.parts.work_of(batch)
+        if self.sifter() is None:
+            # Unsifted shards are equal in size, so every rank saw as many.
+            self.samples_seen += batch_size * self.world.world_size
+
+    def training_losses(self, model, batch) -> torch.Tensor:
+        losses = self.parts.per_sample_loss(model, batch)
+        self.loss_sum += losses.detach().sum()
+        return losses
+
+    # ---- callback events
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def _update_seen(self) -> None:
+        sifter = self.sifter()
+        if sifter is not None:
+            self.samples_seen = sifter.stats.samples_seen  # counted over all ranks, delay included
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.other_cpu = OtherCpuMeter().start()
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        self.epoch += 1
+        self.epoch_start_seen, self.epoch_start_trained = self.samples_seen, self.samples_trained
+        self.loss_sum = torch.zeros((), device=self.device)
+        self.next_eval = 1
+        self._sync()
+        self.segment_start = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self._update_seen()
+        epoch_seen = self.samples_seen - self.epoch_start_seen
+        num_train_samples = self.parts.num_train_samples
+        if (self.next_eval < self.trainer_cfg.evals_per_epoch
+                and self.next_eval * self.eval_every <= epoch_seen < num_train_samples):
+            self.next_eval += 1
+            self._sync()
+            self.train_time += time.perf_counter() - self.segment_start
+            self._record_eval(self.epoch + epoch_seen / num_train_samples)
+            self.segment_start = time.perf_counter()
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        self._sync()
+        self.train_time += time.perf_counter() - self.segment_start
+        # Candidates sifted after the epoch's last batch were seen too.
+        self._update_seen()
+        last_epoch = self.epoch + 1 == self.trainer_cfg.epochs
+        if (self.epoch + 1) % self.trainer_cfg.eval_every_epochs == 0 or last_epoch:
+            self._record_eval(float(self.epoch + 1))
+
+    def on_train_end(self, args, state, control, **kwargs):
+        # A sibling rank on this machine is part of the job, not contention.
+        sibling = distributed.sibling_cpu_seconds(self.other_cpu.own_cpu_s(), self.world)
+        self.other_cpu_s, self.other_cpu_fraction = self.other_cpu.stop(sibling)
+
+    def _lr_multiplier(self) -> float:
+        return self.trainer.optimizer.param_groups[0]["lr"] / self.trainer_cfg.optimizer.lr
+
+    def _record_eval(self, epoch_position: float) -> None:
+        world = self.world
+        epoch_seen = self.samples_seen - self.epoch_start_seen
+        # Trained counts and losses are this rank's; seen counts come summed over the ranks already.
+        loss_sum, epoch_trained, trained = distributed.sum_over_ranks(
+            [self.loss_sum.item(), self.samples_trained - self.epoch_start_trained, self.samples_trained],
+            world, self.device)
+        start = time.perf_counter()
+        accuracy = evaluate(self.parts, self.autocast) if world.is_main else {"val": math.nan, "test": math.nan}
+        self.eval_time += time.perf_counter() - start
+        point = EvalPoint(
+            epoch=epoch_position, samples_seen=self.samples_seen, samples_trained=int(trained),
+            train_time_s=self.train_time, train_loss=loss_sum / max(epoch_trained, 1),
+            val_accuracy=accuracy["val"], test_accuracy=accuracy["test"],
+            pct_accepted=100.0 * epoch_trained / max(epoch_seen, 1), lr_multiplier=self._lr_multiplier(),
+        )
+        self.history.append(point)
+        if (self.target_accuracy is not None and math.isnan(self.time_to_target)
+                and point.val_accuracy >= self.target_accuracy):
+            self.time_to_target = self.train_time
+        if self.on_eval:
+            self.on_eval(point)
+
+    def result(self) -> TrainResult:
+        world, sifter = self.world, self.sifter()
+        samples_trained, work_trained = (
+            int(value) for value in distributed.sum_over_ranks([self.samples_trained, self.work_trained], world,
+                                                               self.device))
+        return TrainResult(
+            val_accuracy=self.history[-1].val_accuracy,
+            test_accuracy=self.history[-1].test_accuracy,
+            train_time_s=self.train_time,
+            sift_time_s=sifter.stats.scoring_seconds if sifter else 0.0,
+            eval_time_s=self.eval_time,
+            samples_seen=self.samples_seen,
+            samples_trained=samples_trained,
+            pct_accepted=100.0 * samples_trained / max(self.samples_seen, 1),
+            time_to_target_s=self.time_to_target,
+            work_trained=work_trained,
+            other_cpu_s=self.other_cpu_s,
+            other_cpu_fraction=self.other_cpu_fraction,
+            history=self.history,
+            world_size=world.world_size,
+            samples_left_over=sifter.stats.samples_left_over if sifter else 0,
+            sync_time_s=sifter.stats.sync_seconds if sifter else 0.0,
+            steps=self.trainer.state.global_step,
+        )
+
+
+class _MeteredTaskLoss(Loss):
+    """The task's per-sample loss as a sifting `Loss` that trains: stale loss and InfoBatch compute their training
+    loss with it (they never score), so it is counted like the trainer's own."""
+
+    def __init__(self, meter: _RunMeter) -> None:
+        self.meter = meter
+
+    def loss(self, model, transformed_batch, original_batch=None):
+        return self.meter.training_losses(model, original_batch)
+
+
+class _TaskTrainer(Trainer):
+    """A Trainer on the task's own loader and per-sample loss, counted by the run's meter."""
+
+    def __init__(self, *args, meter: _RunMeter, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.meter = meter
+        # compute_loss averages over the batch and ignores num_items_in_batch: the Trainer need not count labels.
+        self.model_accepts_loss_kwargs = False
+
+    def get_train_dataloader(self):
+        return self.meter.parts.train_loader
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        self.meter.batch_trained(inputs)  # before the Trainer moves the batch: counting costs no device sync
+        return super().training_step(model, inputs, num_items_in_batch)
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        loss = self.meter.training_losses(model, inputs).mean()
+        return (loss, None) if return_outputs else loss
+
+
+class _SiftingTaskTrainer(SiftingTrainer, _TaskTrainer):
+    """SiftingTrainer around the task's loader: SiftingTrainer's methods wrap _TaskTrainer's."""
+
+
+def train(
+    parts: TaskParts,
+    trainer_cfg,
+    device: torch.device,
+    precision: str,
+    sift_config=None,
+    seed: int = 0,
+    target_accuracy: float | None = None,
+    on_eval: Callable[[EvalPoint], None] | None = None,
+    sync: str = "global",
+) -> TrainResult:
+    """Train `parts.model` for `trainer_cfg.epochs` epochs with the Hugging Face Trainer; see sift_bench.train.train."""
+    autocast = autocast_factory(device, precision)
+    meter = _RunMeter(parts, trainer_cfg, device, autocast, target_accuracy, on_eval)
+    with tempfile.TemporaryDirectory(prefix="sift_bench_hf_") as output_dir:
+        args = training_arguments(trainer_cfg, device, precision, seed, output_dir, parts.train_loader.batch_size,
+                                  len(parts.train_loader), progress=trainer_cfg.progress and meter.world.is_main)
+        if sift_config is None:
+            trainer = _TaskTrainer(model=parts.model, args=args, meter=meter)
+        else:
+            # The scoring policies score with the native loop's loss; the training-loss policies train with theirs.
+            sift_loss = (_MeteredTaskLoss(meter) if sift_config.uses_training_losses
+                         else TaskLoss(parts.per_sample_loss, autocast))
+            trainer = _SiftingTaskTrainer(model=parts.model, args=args, meter=meter, sift_config=sift_config,
+                                          sift_loss=sift_loss, sift_sync=sync)
+        meter.trainer = trainer
+        trainer.remove_callback(PrinterCallback)  # it would print the Trainer's final log line
+        # Added after SiftingTrainer's own callback, which brings the schedule up to date at an epoch's end.
+        trainer.add_callback(meter)
+        trainer.train()
+    return meter.result()

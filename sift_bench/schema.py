@@ -1,0 +1,227 @@
+"""Typed configs: a dataclass per config group, registered in Hydra's ConfigStore as `schema/<name>`.
+
+Each yaml of a group lists its schema first in its defaults (`- /schema/trainer@_here_`), so composition refuses a
+misspelled key (`trainer.epoch=3`) or a wrong type (`trainer.epochs=three`) with Hydra's own message. Hydra appends a
+`+key=value` even to a typed node, so `refuse_unknown_keys` checks the composed config against the same schemas
+before anything runs.
+
+The fields mirror the yaml files key for key: a key added here with a default would enter every run's config and
+change its `config_hash`, so the committed table's runs would no longer be found (tests/test_identity.py). Settings
+that have been given both as integers and as decimals (`beta_value: 1`, `beta_value: 0.5`) are `Any`: a `float`
+type would turn 1 into 1.0, another config hash; their range checks are the sift configs' own.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from sift_bench.errors import ConfigError
+
+
+@dataclass
+class PathsConfig:
+    data_dir: str = MISSING
+    cache_dir: str = MISSING
+
+
+@dataclass
+class CostConfig:
+    usd_per_hour: float = MISSING
+
+
+@dataclass
+class ScaleConfig:
+    name: str = MISSING
+    device: str = MISSING
+    precision: str = MISSING
+    channels_last: bool = MISSING
+    usd_per_hour: float = MISSING
+
+
+@dataclass
+class OptimizerConfig:
+    name: str = MISSING
+    lr: float = MISSING
+    momentum: float = MISSING
+    nesterov: bool = MISSING
+    betas: List[float] = MISSING
+    eps: float = MISSING
+    weight_decay: float = MISSING
+    implementation: str = MISSING
+
+
+@dataclass
+class ScheduleConfig:
+    name: str = MISSING
+    warmup_fraction: float = MISSING
+    final_lr_fraction: float = MISSING
+
+
+@dataclass
+class TrainerConfig:
+    epochs: int = MISSING
+    batch_size: int = MISSING
+    eval_batch_size: int = MISSING
+    evals_per_epoch: int = MISSING
+    eval_every_epochs: int = MISSING
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    num_threads: Optional[int] = MISSING
+    progress: bool = MISSING
+    loop: str = MISSING
+
+
+@dataclass
+class TrackingConfig:
+    uri: str = MISSING
+    experiment_name: str = MISSING
+    run_name: Optional[str] = MISSING
+    skip_finished: bool = MISSING
+    require_same_machine: bool = MISSING
+    require_machine: Optional[str] = MISSING
+    baseline_per_machine: bool = MISSING
+    start_before: Optional[str] = MISSING
+    baseline_per_sitting: bool = MISSING
+    timing_slot: Optional[str] = MISSING
+    rerun_contended: bool = MISSING
+
+
+# ---------------------------------------------------------------- sifters: one schema per built-in policy
+
+@dataclass
+class BaselineSifter:
+    name: str = MISSING
+
+
+@dataclass
+class DelayedSifter:
+    """What every sifting policy has: its config class, when it starts, and how DDP ranks share it."""
+    name: str = MISSING
+    _target_: str = MISSING
+    sift_delay: int = MISSING
+    repeat_delay_per_epoch: bool = MISSING
+    sync: str = MISSING
+
+
+@dataclass
+class RelativeProbabilisticSifter(DelayedSifter):
+    beta_value: Any = MISSING
+    loss_history_length: int = MISSING
+
+
+@dataclass
+class RandomSifter(DelayedSifter):
+    keep_fraction: Any = MISSING
+
+
+@dataclass
+class StaleLossSifter(DelayedSifter):
+    beta_value: Any = MISSING
+    loss_history_length: int = MISSING
+    max_loss_age_epochs: int = MISSING
+
+
+@dataclass
+class InfoBatchSifter(DelayedSifter):
+    prune_ratio: Any = MISSING
+    anneal_fraction: Any = MISSING
+
+
+# ---------------------------------------------------------------- the built-in tasks
+
+@dataclass
+class ResnetModel:
+    arch: str = MISSING
+    width_multiplier: int = MISSING
+
+
+@dataclass
+class CifarData:
+    source: str = MISSING
+    val_size: int = MISSING
+    train_subset: Optional[int] = MISSING
+    crop_padding: int = MISSING
+    synthetic_train_size: int = MISSING
+    synthetic_test_size: int = MISSING
+
+
+@dataclass
+class Cifar10ResnetTask:
+    _target_: str = MISSING
+    name: str = MISSING
+    dataset: str = MISSING
+    model: ResnetModel = field(default_factory=ResnetModel)
+    data: CifarData = field(default_factory=CifarData)
+    label_smoothing: float = MISSING
+    eval_flip_tta: bool = MISSING
+    target_accuracy: float = MISSING
+
+
+@dataclass
+class BertModel:
+    source: str = MISSING
+    name: str = MISSING
+
+
+@dataclass
+class Sst2Data:
+    source: str = MISSING
+    val_size: int = MISSING
+    train_subset: Optional[int] = MISSING
+    max_length: int = MISSING
+    synthetic_train_size: int = MISSING
+    synthetic_test_size: int = MISSING
+
+
+@dataclass
+class Sst2BertTask:
+    _target_: str = MISSING
+    name: str = MISSING
+    dataset: str = MISSING
+    model: BertModel = field(default_factory=BertModel)
+    data: Sst2Data = field(default_factory=Sst2Data)
+    target_accuracy: float = MISSING
+
+
+# Config name under the `schema` group -> schema; a yaml extends one with `- /schema/<name>@_here_`.
+SCHEMAS = {
+    "paths": PathsConfig,
+    "cost": CostConfig,
+    "scale": ScaleConfig,
+    "trainer": TrainerConfig,
+    "tracking": TrackingConfig,
+    "sifter_none": BaselineSifter,
+    "sifter_relative_probabilistic": RelativeProbabilisticSifter,
+    "sifter_random": RandomSifter,
+    "sifter_stale_loss": StaleLossSifter,
+    "sifter_infobatch": InfoBatchSifter,
+    "task_cifar10_resnet": Cifar10ResnetTask,
+    "task_sst2_bert": Sst2BertTask,
+}
+
+
+def register() -> None:
+    """Put every schema in Hydra's ConfigStore, as `schema/<name>`; idempotent."""
+    store = ConfigStore.instance()
+    for name, schema in SCHEMAS.items():
+        store.store(group="schema", name=name, node=schema)
+
+
+def refuse_unknown_keys(cfg: DictConfig) -> None:
+    """Raise ConfigError naming the first key of a typed group that its schema lacks (a `+key=value` typo)."""
+    for group in ("paths", "cost", "scale", "trainer", "tracking", "sifter", "task"):
+        node = cfg.get(group)
+        schema = OmegaConf.get_type(node) if isinstance(node, DictConfig) else None
+        if schema is None or schema is dict:
+            continue  # a user's task or policy without a schema: the policy's own fields are checked when built
+        try:
+            OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.to_container(node, resolve=False))
+        except Exception as error:  # OmegaConf's own message names the key and the schema
+            first_line = str(error).splitlines()[0]
+            raise ConfigError(f"{group}: {first_line} (allowed: the keys of {schema.__name__}; "
+                              f"see conf/{group}/ and sift_bench/schema.py)") from None
+
+
+register()

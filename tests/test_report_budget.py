@@ -1,0 +1,72 @@
+"""The budget view: two report folders of one task at different training budgets, matched by configuration."""
+
+import pandas as pd
+import pytest
+
+from sift_bench.report.__main__ import main
+from test_report import KEEP25, KEEP50, NONE, RP1, RP3, SST2, frame_row, runs_frame
+
+KEEP67 = {**KEEP25, "keep_fraction": "0.6667"}
+
+
+def report_folder(folder, epochs: int, runs: list[tuple]) -> pd.DataFrame:
+    """A report written by the CLI from runs.csv, as results/<scale> holds it; returns its table."""
+    rows = [frame_row(SST2, *run) for run in runs]
+    for row in rows:
+        row["params.trainer.epochs"] = str(epochs)
+    folder.mkdir()
+    runs_frame(rows).to_csv(folder / "runs.csv", index=False)
+    assert main(["--from-csv", str(folder), "--out", str(folder)]) == 0
+    return pd.read_csv(folder / "table.csv")
+
+
+# (sifter, seed, train_time_s, cost_usd, test_accuracy, pct_accepted): at 2 epochs smart sifting sits below the
+# frontier; at 4 epochs the baseline has saturated and the same setting sits above it.
+SHORT = [(NONE, 0, 100.0, 0.1, 80.0, 100.0), (NONE, 1, 100.0, 0.1, 81.0, 100.0),
+         (KEEP25, 0, 40.0, 0.04, 70.0, 25.0), (KEEP25, 1, 40.0, 0.04, 71.0, 25.0),
+         (KEEP50, 0, 60.0, 0.06, 75.0, 50.0), (KEEP50, 1, 60.0, 0.06, 76.0, 50.0),
+         (KEEP67, 0, 75.0, 0.075, 78.0, 66.7), (KEEP67, 1, 75.0, 0.075, 79.0, 66.7),
+         (RP1, 0, 62.0, 0.062, 74.0, 50.0), (RP1, 1, 62.0, 0.062, 75.5, 50.0),
+         (RP3, 0, 45.0, 0.045, 70.0, 25.0), (RP3, 1, 45.0, 0.045, 71.0, 25.0)]
+LONG = [(NONE, 0, 200.0, 0.2, 90.0, 100.0), (NONE, 1, 200.0, 0.2, 90.4, 100.0),
+        (KEEP25, 0, 80.0, 0.08, 85.0, 25.0), (KEEP25, 1, 80.0, 0.08, 85.4, 25.0),
+        (KEEP50, 0, 120.0, 0.12, 87.0, 50.0), (KEEP50, 1, 120.0, 0.12, 87.2, 50.0),
+        (KEEP67, 0, 150.0, 0.15, 88.5, 66.7), (KEEP67, 1, 150.0, 0.15, 88.9, 66.7),
+        (RP1, 0, 124.0, 0.124, 89.6, 50.0), (RP1, 1, 124.0, 0.124, 89.8, 50.0)]
+
+
+def test_each_configuration_is_followed_across_budgets(tmp_path):
+    short = report_folder(tmp_path / "short", 2, SHORT)
+    long = report_folder(tmp_path / "long", 4, LONG)
+    assert main(["--budget-from", str(tmp_path / "short"), str(tmp_path / "long"), "--out", str(tmp_path / "b")]) == 0
+    budget = pd.read_csv(tmp_path / "b" / "budget.csv")
+    rp1 = budget[(budget["sifter"] == "relative_probabilistic")]
+    # beta_value=3 ran at one budget only: no curve, no row.
+    assert rp1["settings"].nunique() == 1 and "beta_value=1" in rp1["settings"].iloc[0]
+    assert list(rp1["budget_epochs"]) == [2, 4]
+    for epochs, table in ((2, short), (4, long)):
+        mine = table[(table["sifter"] == "relative_probabilistic") & (table["beta_value"] == 1)].iloc[0]
+        row = rp1[rp1["budget_epochs"] == epochs].iloc[0]
+        for name in ("accuracy_vs_frontier", "extra_savings", "pct_time_savings", "test_accuracy"):
+            assert row[name] == pytest.approx(mine[name], nan_ok=True)
+    # The story the numbers were made to tell: below the frontier at 2 epochs, above it at 4.
+    assert rp1.iloc[0]["accuracy_vs_frontier"] < 0 < rp1.iloc[1]["accuracy_vs_frontier"]
+    assert set(budget["sifter"]) == {"none", "random", "relative_probabilistic"}
+    text = (tmp_path / "b" / "budget.md").read_text()
+    assert "--budget-from" in text and "| relative_probabilistic" in text
+    assert (tmp_path / "b" / "budget.png").stat().st_size > 0
+
+
+def test_a_folder_with_two_budgets_of_one_task_is_refused(tmp_path, capsys):
+    report_folder(tmp_path / "short", 2, SHORT)
+    mixed = tmp_path / "mixed"
+    rows = [frame_row(SST2, *run) for run in LONG]
+    for index, row in enumerate(rows):
+        row["params.trainer.epochs"] = "4" if index % 2 else "3"
+    mixed.mkdir()
+    runs_frame(rows).to_csv(mixed / "runs.csv", index=False)
+    assert main(["--from-csv", str(mixed), "--out", str(mixed)]) == 0
+    with pytest.raises(SystemExit) as refused:
+        main(["--budget-from", str(tmp_path / "short"), str(mixed), "--out", str(tmp_path / "b")])
+    assert refused.value.code == 2
+    assert "trained for ['3', '4'] epochs" in capsys.readouterr().err
