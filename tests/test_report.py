@@ -777,3 +777,22 @@ def test_a_store_with_timing_slots_and_the_frontier_rebuilds_the_same_table_from
     text = (out / "report.md").read_text()
     assert "none: no configuration is above the uniform-subsampling frontier on validation" in text
     assert "beat the control" in text and "6 baselines tagged `timing_slot`" in text
+
+
+def test_runs_of_the_hugging_face_trainer_loop_are_their_own_task_rows():
+    # trainer.loop=hf_trainer runs sit beside the native ones, each measured against its own loop's baseline.
+    native = [frame_row(SST2, *run) for run in SST2_RUNS]
+    trainer = [frame_row(SST2, sifter, seed, 2 * time_s, 2 * cost, accuracy - 1, accepted,
+                         run_id=f"hf-{sifter['sifter']}-{'-'.join(sifter.values())}-{seed}")
+               for sifter, seed, time_s, cost, accuracy, accepted in SST2_RUNS]
+    for row in trainer:
+        row["params.trainer.loop"] = "hf_trainer"
+    native[0]["params.trainer.loop"] = "native"  # runs logged before the setting existed are native too
+    table = report.build_table(runs_frame(native + trainer))
+    assert sorted(table["task"].unique()) == ["sst2_bert", "sst2_bert (hf_trainer)"]
+    hf = row_of(table, "sst2_bert (hf_trainer)", RP3)
+    assert hf["accuracy_baseline"] == pytest.approx(80.0)  # the Trainer loop's baseline: 79 and 81, not 80 and 82
+    assert row_of(table, "sst2_bert", RP3)["accuracy_baseline"] == pytest.approx(81.0)
+    # Both loops' times double together, so each loop's savings against its own baseline are the same.
+    assert hf["pct_time_savings"] == pytest.approx(row_of(table, "sst2_bert", RP3)["pct_time_savings"])
+    assert report.varying_settings(runs_frame(native + trainer)) == {}

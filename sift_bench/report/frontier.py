@@ -67,12 +67,15 @@ def spread_over_seeds(x: float, row_by_seed: Mapping, point_xs: Sequence[float],
 
 
 def verdict_vs_frontier(frontier_accuracy: float, difference: float, spread: float) -> str:
-    """`above` or `below` the frontier by more than the spread over seeds; `within spread` otherwise or when the
-    spread is unknown (one seed); `outside range` where the frontier was not measured."""
+    """`above` or `below` the frontier by more than the spread over seeds; `within spread` otherwise; no verdict
+    while the spread is unknown (one seed: a gap of any size could be seed noise); `outside range` where the
+    frontier was not measured."""
     if not np.isfinite(frontier_accuracy):
         return "outside range"
     if not np.isfinite(difference):
         return "cannot tell: accuracy missing"
-    if not np.isfinite(spread) or abs(difference) <= spread:
+    if not np.isfinite(spread):
+        return "cannot tell: needs at least 2 seeds"
+    if abs(difference) <= spread:
         return "within spread"
     return "above" if difference > 0 else "below"

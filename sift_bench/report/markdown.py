@@ -29,7 +29,7 @@ FRONTIER_RULE = (
     "is its accuracy minus that, ± the std over seeds of the same difference taken seed by seed (each seed's "
     "frontier through that seed's accuracies at the same positions, over the seeds the configuration, the "
     "baseline and every random control have); it is `above` or `below` the frontier when the difference exceeds "
-    "that std, else `within spread`. `frontier_savings` is the % time saved at which the curve reaches the "
+    "that std, else `within spread` (no verdict with one seed). `frontier_savings` is the % time saved at which the curve reaches the "
     "configuration's accuracy (the largest, where it reaches it more than once; none when the accuracy is above "
     "every point of the curve or below all of them), and `extra_savings` = % time saved − `frontier_savings`: what "
     "selection buys over uniform subsampling at equal accuracy. The same on validation accuracy (`val_*` columns) "
