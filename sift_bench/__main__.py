@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 import sift_bench.schema  # noqa: F401  (registers the typed configs the yaml files extend)
 from sift_bench import distributed, tracking
 from sift_bench.data import DataNotFoundError
+from sift_bench.targets import is_baseline
 from sift_bench.tasks import build_task
 from sift_bench.train import train as native_train
 from sift_bench.validation import ConfigError, start_deadline, validate
@@ -90,7 +91,7 @@ def store_verdict(cfg: DictConfig, world_size: int) -> tuple[str, str]:
                 cfg.tracking.uri, experiment_id, fingerprint, cfg.tracking.timing_slot):
             print("sift_bench: every FINISHED run with this config was timed while other processes used the machine "
                   "(tracking.rerun_contended=true): running it again")
-        retime = done and cfg.sifter.name == "none" and baseline_retime_reason(cfg, experiment_id, this_kind)
+        retime = done and is_baseline(cfg.sifter) and baseline_retime_reason(cfg, experiment_id, this_kind)
         if retime:
             print(f"sift_bench: run {done} already FINISHED with this config, but {retime}: running it again")
         elif done:

@@ -132,31 +132,41 @@ class InfoBatchSifter(DelayedSifter):
 # ---------------------------------------------------------------- the built-in tasks
 
 @dataclass
+class SplitData:
+    """What both built-in tasks' data share: the source, the validation and training splits, generated sizes."""
+    source: str = MISSING
+    val_size: int = MISSING
+    train_subset: Optional[int] = MISSING
+    synthetic_train_size: int = MISSING
+    synthetic_test_size: int = MISSING
+
+
+@dataclass
+class BuiltInTask:
+    """What both built-in tasks share: their builder, names and the accuracy their time-to-target is timed to."""
+    _target_: str = MISSING
+    name: str = MISSING
+    dataset: str = MISSING
+    target_accuracy: float = MISSING
+
+
+@dataclass
 class ResnetModel:
     arch: str = MISSING
     width_multiplier: int = MISSING
 
 
 @dataclass
-class CifarData:
-    source: str = MISSING
-    val_size: int = MISSING
-    train_subset: Optional[int] = MISSING
+class CifarData(SplitData):
     crop_padding: int = MISSING
-    synthetic_train_size: int = MISSING
-    synthetic_test_size: int = MISSING
 
 
 @dataclass
-class Cifar10ResnetTask:
-    _target_: str = MISSING
-    name: str = MISSING
-    dataset: str = MISSING
+class Cifar10ResnetTask(BuiltInTask):
     model: ResnetModel = field(default_factory=ResnetModel)
     data: CifarData = field(default_factory=CifarData)
     label_smoothing: float = MISSING
     eval_flip_tta: bool = MISSING
-    target_accuracy: float = MISSING
 
 
 @dataclass
@@ -166,23 +176,14 @@ class BertModel:
 
 
 @dataclass
-class Sst2Data:
-    source: str = MISSING
-    val_size: int = MISSING
-    train_subset: Optional[int] = MISSING
+class Sst2Data(SplitData):
     max_length: int = MISSING
-    synthetic_train_size: int = MISSING
-    synthetic_test_size: int = MISSING
 
 
 @dataclass
-class Sst2BertTask:
-    _target_: str = MISSING
-    name: str = MISSING
-    dataset: str = MISSING
+class Sst2BertTask(BuiltInTask):
     model: BertModel = field(default_factory=BertModel)
     data: Sst2Data = field(default_factory=Sst2Data)
-    target_accuracy: float = MISSING
 
 
 # Config name under the `schema` group -> schema; a yaml extends one with `- /schema/<name>@_here_`.

@@ -25,6 +25,15 @@ def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def check_hf_trainer_schedule(schedule) -> None:
+    """The schedules the Hugging Face Trainer has (trainer.loop=hf_trainer, sift_bench.integrations.hf_loop)."""
+    _require(schedule.name in HF_TRAINER_SCHEDULES, "trainer.schedule.name", schedule.name,
+             f"one of {HF_TRAINER_SCHEDULES} with trainer.loop=hf_trainer (the Hugging Face Trainer's schedules)")
+    _require(schedule.name != "linear" or schedule.final_lr_fraction == 0,
+             "trainer.schedule.final_lr_fraction", schedule.final_lr_fraction,
+             "0 with trainer.loop=hf_trainer and a linear schedule: the Trainer's linear schedule decays to 0")
+
+
 def start_deadline(value) -> datetime | None:
     """`tracking.start_before` as a time: ISO 8601, local time unless it names a zone; None when unset."""
     if value is None:
@@ -71,12 +80,8 @@ def validate(cfg: DictConfig):
     _require(trainer.loop in TRAINING_LOOPS, "trainer.loop", trainer.loop,
              f"one of {TRAINING_LOOPS} (native: sift_bench's loop; hf_trainer: Hugging Face Trainer)")
     if trainer.loop == "hf_trainer":
-        # The Trainer's own schedules (sift_bench.integrations.hf_loop): refused here, not after the run started.
-        _require(trainer.schedule.name in HF_TRAINER_SCHEDULES, "trainer.schedule.name", trainer.schedule.name,
-                 f"one of {HF_TRAINER_SCHEDULES} with trainer.loop=hf_trainer (the Hugging Face Trainer's schedules)")
-        _require(trainer.schedule.name != "linear" or trainer.schedule.final_lr_fraction == 0,
-                 "trainer.schedule.final_lr_fraction", trainer.schedule.final_lr_fraction,
-                 "0 with trainer.loop=hf_trainer and a linear schedule: the Trainer's linear schedule decays to 0")
+        # Refused here, not after the run started.
+        check_hf_trainer_schedule(trainer.schedule)
     _require(trainer.schedule.name in SCHEDULES, "trainer.schedule.name", trainer.schedule.name, f"one of {SCHEDULES}")
     _require(0 <= trainer.schedule.warmup_fraction < 1, "trainer.schedule.warmup_fraction",
              trainer.schedule.warmup_fraction, "a number in [0, 1)")

@@ -49,6 +49,12 @@ def run_cli(args: list[str], cwd: Path, timeout: float = 300, pythonpath: Path |
     )
 
 
+def run_report(store: str, out: Path, scale: str = "smoke") -> subprocess.CompletedProcess:
+    """Run the real report command, `python -m sift_bench.report`, over a store, in its own process."""
+    return subprocess.run([sys.executable, "-m", "sift_bench.report", "--tracking-uri", store, "--scale", scale,
+                           "--out", str(out)], capture_output=True, text=True, timeout=300)
+
+
 @pytest.fixture
 def tracking_server(tmp_path):
     """A real `mlflow server` on loopback over a fresh store folder, started by sift_bench.server and stopped after;

@@ -1,12 +1,9 @@
 """examples/digits: a user's task outside the package, run through the CLI into a store and through the report."""
 
-import subprocess
-import sys
-
 import pandas as pd
 from mlflow.tracking import MlflowClient
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli, run_report
 
 DIGITS = ROOT / "examples" / "digits"
 
@@ -26,8 +23,7 @@ def test_the_digits_example_runs_through_the_cli_and_the_report(store, tmp_path)
         assert run.data.metrics["samples_seen"] == 2 * 1137
         assert run.data.metrics["test_accuracy"] > 20  # ten classes: far above chance after two epochs
     out = tmp_path / "report"
-    report = subprocess.run([sys.executable, "-m", "sift_bench.report", "--tracking-uri", store, "--scale", "smoke",
-                             "--out", str(out)], capture_output=True, text=True, timeout=300)
+    report = run_report(store, out)
     assert report.returncode == 0, report.stderr[-3000:]
     table = pd.read_csv(out / "table.csv")
     assert sorted(table.loc[table["task"] == "digits", "sifter"]) == ["none", "random", "relative_probabilistic"]

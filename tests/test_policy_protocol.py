@@ -10,7 +10,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from conftest import compose_config, run_cli
+from conftest import compose_config, run_cli, run_report
 from sift_bench.sifting import Candidates, Selector, SiftingDataloader, SiftPolicy
 from sift_bench.validation import ConfigError, validate
 
@@ -121,16 +121,8 @@ def test_a_policy_of_ones_own_runs_end_to_end_into_mlflow_and_the_report(policy_
     # Half of every scored batch after the 2-batch delay: a little over 50 % in all.
     assert 50 < top.data.metrics["pct_accepted"] < 60 and top.data.metrics["sift_time_s"] > 0
     out = tmp_path / "report"
-    report = run_cli_report(store, out)
+    report = run_report(store, out)
     assert report.returncode == 0, report.stderr[-3000:]
     table = pd.read_csv(out / "table.csv")
     row = table[table["sifter"] == "top_loss"].iloc[0]
     assert row["top_fraction"] == 0.5 and 50 < row["pct_accepted"] < 60
-
-
-def run_cli_report(store: str, out: Path):
-    import subprocess
-    import sys
-
-    return subprocess.run([sys.executable, "-m", "sift_bench.report", "--tracking-uri", store, "--scale", "smoke",
-                           "--out", str(out)], capture_output=True, text=True, timeout=300)

@@ -38,8 +38,10 @@ from sift_bench.machine import OtherCpuMeter
 from sift_bench.sifting import Loss
 from sift_bench.tasks import TaskParts
 from sift_bench.train import EvalPoint, TaskLoss, TrainResult, autocast_factory, evaluate
+from sift_bench.validation import check_hf_trainer_schedule
 
-# trainer.schedule.name -> the Trainer's lr_scheduler_type (cosine to a floor above 0 is cosine_with_min_lr).
+# trainer.schedule.name (one of validation.HF_TRAINER_SCHEDULES) -> the Trainer's lr_scheduler_type (cosine to a
+# floor above 0 is cosine_with_min_lr).
 HF_SCHEDULES = {"linear": "linear", "cosine": "cosine", "constant": "constant_with_warmup"}
 
 
@@ -50,13 +52,8 @@ def training_arguments(trainer_cfg, device: torch.device, precision: str, seed: 
     batches_per_epoch: the training loader's length, from which the Trainer plans its steps (and warmup here).
     """
     schedule, optimizer = trainer_cfg.schedule, trainer_cfg.optimizer
-    if schedule.name not in HF_SCHEDULES:
-        raise ConfigError(f"trainer.schedule.name={schedule.name!r} is not allowed with trainer.loop=hf_trainer: the "
-                          f"Trainer has {sorted(HF_SCHEDULES)}")
+    check_hf_trainer_schedule(schedule)  # validate() checks it too, before the run starts; this guards direct callers
     scheduler_type, scheduler_kwargs = HF_SCHEDULES[schedule.name], {}
-    if schedule.name == "linear" and schedule.final_lr_fraction != 0:
-        raise ConfigError(f"trainer.schedule.final_lr_fraction={schedule.final_lr_fraction} is not allowed with "
-                          "trainer.loop=hf_trainer and schedule linear: the Trainer's linear schedule decays to 0")
     if schedule.name == "cosine" and schedule.final_lr_fraction != 0:
         scheduler_type, scheduler_kwargs = "cosine_with_min_lr", {"min_lr_rate": schedule.final_lr_fraction}
     optim_settings = {}
