@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from sift_bench.models.resnet import build_resnet
-from sift_bench.tracking import machine_tags
+from sift_bench.machine import machine_tags
 
 
 def step_seconds(model, batch, loss_of, precision: str, steps: int, warmup: int = 2) -> float:

@@ -5,7 +5,7 @@ Run:  python benchmarks/sqlite_writers.py [--writers 12] [--evaluations 150] [--
 Two checks, each with real MLflow in separate processes started at once:
 
 1. Opening a fresh store: `--writers` processes (at most 3 per trial, `--trials` times) open a new sqlite store
-   and create the experiment, first as plain MLflow does it, then through `sift_bench.tracking.use_store`, which
+   and create the experiment, first as plain MLflow does it, then through `sift_bench.store.use_store`, which
    holds a file lock around it. It prints how each process ended, by error message.
 2. Writing at once: `--writers` processes each log two job-like runs into one store (a `skip_finished` search,
    a run under a sweep parent with 20 tags, 120 params, a config.yaml artifact, `--evaluations` steps of 9
@@ -28,7 +28,7 @@ EXPERIMENT = "sift_bench"
 def open_fresh_store(uri: str, locked: bool, outcomes) -> None:
     try:
         if locked:
-            from sift_bench.tracking import use_store
+            from sift_bench.store import use_store
 
             use_store(uri, EXPERIMENT)
         else:
@@ -47,7 +47,7 @@ def write_job_runs(uri: str, parent_run_id: str, writer: int, evaluations: int, 
         import mlflow
         from mlflow.tracking import MlflowClient
 
-        from sift_bench.tracking import use_store
+        from sift_bench.store import use_store
 
         experiment_id = use_store(uri, EXPERIMENT)
         for job in range(2):
@@ -94,7 +94,7 @@ def measure(folder: Path, args: argparse.Namespace) -> None:
 
     from mlflow.tracking import MlflowClient
 
-    from sift_bench.tracking import use_store
+    from sift_bench.store import use_store
 
     uri = f"sqlite:///{folder / 'writers' / 'mlflow.db'}"
     experiment_id = use_store(uri, EXPERIMENT)

@@ -1,5 +1,6 @@
 """`python -m sift_bench +experiment=bert`: one training job (or a sweep with -m), logged to MLflow."""
 
+import contextlib
 import math
 import os
 import random
@@ -14,9 +15,11 @@ import torch
 from omegaconf import DictConfig
 
 import sift_bench.schema  # noqa: F401  (registers the typed configs the yaml files extend)
-from sift_bench import distributed, tracking
+from sift_bench import distributed, liveness, store, tracking
 from sift_bench.data import DataNotFoundError
-from sift_bench.targets import is_baseline
+from sift_bench.identity import config_hash
+from sift_bench.machine import machine_tags
+from sift_bench.targets import BASELINE, is_baseline
 from sift_bench.tasks import build_task
 from sift_bench.train import train as native_train
 from sift_bench.validation import ConfigError, start_deadline, validate
@@ -40,7 +43,7 @@ def summary(cfg: DictConfig, result, cost_usd: float, run_id: str) -> str:
     if result.world_size > 1:
         ranks = [f"ranks        {result.world_size} x {cfg.trainer.batch_size // result.world_size} of the batch "
                  f"{cfg.trainer.batch_size}, {result.steps} steps each; {result.samples_left_over} kept samples left "
-                 f"over, {result.sync_time_s:.1f} s in the sifter's collectives"]
+                 f"over, {result.sift_sync_time_s:.1f} s in the sifter's collectives"]
     return "\n".join([*ranks,
         f"task         {cfg.task.name} (scale={cfg.scale.name}, seed={cfg.seed})",
         f"sifter       {cfg.sifter.name} {label}".rstrip(),
@@ -62,13 +65,13 @@ def baseline_retime_reason(cfg: DictConfig, experiment_id: str, this_kind: str) 
     """Why a baseline that already FINISHED is timed again, or None. Savings measure each run against the
     baseline pace nearest in time on its own machine kind (sift_bench.report)."""
     uri, task, scale = cfg.tracking.uri, cfg.task.name, cfg.scale.name
-    if cfg.tracking.baseline_per_machine and this_kind not in tracking.finished_machine_kinds(
-            uri, experiment_id, task, scale, "none"):
+    if cfg.tracking.baseline_per_machine and this_kind not in store.finished_machine_kinds(
+            uri, experiment_id, task, scale, BASELINE):
         return (f"this machine kind ('{this_kind}') has no {task} baseline at scale={scale} yet "
                 "(tracking.baseline_per_machine=true)")
     sweep_started = os.environ.get(tracking.SWEEP_STARTED_ENV)
-    if cfg.tracking.baseline_per_sitting and sweep_started and this_kind not in tracking.finished_machine_kinds(
-            uri, experiment_id, task, scale, "none", since_ms=int(sweep_started)):
+    if cfg.tracking.baseline_per_sitting and sweep_started and this_kind not in store.finished_machine_kinds(
+            uri, experiment_id, task, scale, BASELINE, since_ms=int(sweep_started)):
         return (f"this sitting's sweep has timed no {task} baseline at scale={scale} on this machine kind yet "
                 "(tracking.baseline_per_sitting=true)")
     return None
@@ -81,13 +84,15 @@ def store_verdict(cfg: DictConfig, world_size: int) -> tuple[str, str]:
     if deadline is not None and datetime.now(deadline.tzinfo) >= deadline:
         # A sitting ends between jobs, not in the middle of one that would be lost (marked KILLED).
         return "skip", f"tracking.start_before={cfg.tracking.start_before} has passed ({tracking.run_name(cfg)})"
-    experiment_id = tracking.use_store(cfg.tracking.uri, cfg.tracking.experiment_name)
-    fingerprint = tracking.config_hash(cfg, world_size)
-    this_kind = tracking.machine_tags()["machine.kind"]
+    experiment_id = store.use_store(cfg.tracking.uri, cfg.tracking.experiment_name)
+    if not os.environ.get(tracking.PARENT_RUN_ENV):  # a sweep's parent marked them before its first job
+        liveness.mark_lost_runs(cfg.tracking.uri, experiment_id)
+    fingerprint = config_hash(cfg, world_size)
+    this_kind = machine_tags()["machine.kind"]
     if cfg.tracking.skip_finished:
-        done = tracking.find_finished_run(cfg.tracking.uri, experiment_id, fingerprint, cfg.tracking.timing_slot,
+        done = store.find_finished_run(cfg.tracking.uri, experiment_id, fingerprint, cfg.tracking.timing_slot,
                                           clean_only=cfg.tracking.rerun_contended)
-        if not done and cfg.tracking.rerun_contended and tracking.find_finished_run(
+        if not done and cfg.tracking.rerun_contended and store.find_finished_run(
                 cfg.tracking.uri, experiment_id, fingerprint, cfg.tracking.timing_slot):
             print("sift_bench: every FINISHED run with this config was timed while other processes used the machine "
                   "(tracking.rerun_contended=true): running it again")
@@ -102,8 +107,8 @@ def store_verdict(cfg: DictConfig, world_size: int) -> tuple[str, str]:
                         "contain it (see README.md, 'Machine kinds'); set tracking.require_machine=null to run here "
                         "anyway")
     if cfg.tracking.require_same_machine:
-        kinds = tracking.finished_machine_kinds(cfg.tracking.uri, experiment_id, cfg.task.name, cfg.scale.name)
-        error = tracking.other_machine_error(cfg, kinds, this_kind)
+        kinds = store.finished_machine_kinds(cfg.tracking.uri, experiment_id, cfg.task.name, cfg.scale.name)
+        error = store.other_machine_error(cfg, kinds, this_kind)
         if error:
             return "fail", error
     return "run", experiment_id
@@ -137,33 +142,37 @@ def run_job(cfg: DictConfig) -> float | None:
         fail(str(error))
 
     run = None
+    alive = contextlib.ExitStack()  # the run's liveness lock, held until its end is recorded (sift_bench.liveness)
     if world.is_main:
-        tags = tracking.run_tags(cfg, parts.model_name, parts.dataset_name, tracking.config_hash(cfg, world.world_size),
+        tags = tracking.run_tags(cfg, parts.model_name, parts.dataset_name, config_hash(cfg, world.world_size),
                                  world.world_size)
+        tags.update(alive.enter_context(liveness.hold(cfg.tracking.uri)))
         run = tracking.start_run(cfg, experiment_id, tags, world.world_size)
-    try:
-        train = native_train
-        if cfg.trainer.loop == "hf_trainer":
-            from sift_bench.integrations.hf_loop import train
-        result = train(parts, cfg.trainer, device, cfg.scale.precision, sift_config, seed=cfg.seed,
-                       target_accuracy=cfg.task.target_accuracy, on_eval=tracking.EvalLogger() if run else None,
-                       sync=cfg.sifter.get("sync", "global"))
-        cost_usd = cfg.cost.usd_per_hour * result.train_time_s / 3600.0
-        if run:
-            tracking.log_final(result, cost_usd)
-    except KeyboardInterrupt:
-        if run:
-            mlflow.end_run("KILLED")
-            # One line, not a traceback: what was stopped and where it is recorded. Exit status as for SIGINT.
-            print(f"sift_bench: interrupted, run {run.info.run_id} marked KILLED in {cfg.tracking.uri}", file=sys.stderr)
-        sys.exit(130)
-    except BaseException:
-        if run:
-            mlflow.end_run("FAILED")
-        raise
-    if not run:
-        return None
-    mlflow.end_run("FINISHED")
+    with alive:
+        try:
+            train = native_train
+            if cfg.trainer.loop == "hf_trainer":
+                from sift_bench.train_hf import train
+            result = train(parts, cfg.trainer, device, cfg.scale.precision, sift_config, seed=cfg.seed,
+                           target_accuracy=cfg.task.target_accuracy, on_eval=tracking.EvalLogger() if run else None,
+                           sync=cfg.sifter.get("sync", "global"))
+            cost_usd = cfg.cost.usd_per_hour * result.train_time_s / 3600.0
+            if run:
+                tracking.log_final(result, cost_usd)
+        except KeyboardInterrupt:
+            if run:
+                mlflow.end_run("KILLED")
+                # One line, not a traceback: what was stopped and where it is recorded. Exit status as for SIGINT.
+                print(f"sift_bench: interrupted, run {run.info.run_id} marked KILLED in {cfg.tracking.uri}",
+                      file=sys.stderr)
+            sys.exit(130)
+        except BaseException:
+            if run:
+                mlflow.end_run("FAILED")
+            raise
+        if not run:
+            return None
+        mlflow.end_run("FINISHED")
     print(summary(cfg, result, cost_usd, run.info.run_id))
     return result.test_accuracy
 

@@ -8,14 +8,21 @@ joblib worker, a submitit job, local or on SLURM) and runs there (on_job_start),
 """
 
 import atexit
+import contextlib
 import os
 from datetime import datetime
 
 from hydra.experimental.callback import Callback
 from mlflow.tracking import MlflowClient
 
+from sift_bench import liveness
 from sift_bench.distributed import rank_from_env
-from sift_bench.tracking import PARENT_RUN_ENV, SWEEP_STARTED_ENV, use_store
+from sift_bench.store import use_store
+from sift_bench.tracking import PARENT_RUN_ENV, SWEEP_STARTED_ENV
+
+# The sweep parent's liveness lock, held by the process that runs the sweep: an open file does not pickle, and Hydra
+# pickles the callback into every job.
+_parent_alive = contextlib.ExitStack()
 
 
 def find_sweep_parent(client: MlflowClient, experiment_id: str, name: str, scale: str) -> str | None:
@@ -40,19 +47,26 @@ class MlflowSweepParent(Callback):
         experiment_id = use_store(config.tracking.uri, config.tracking.experiment_name)
         self.uri = config.tracking.uri
         client = MlflowClient(self.uri)
+        # Runs a killed sitting left RUNNING (and its sweep's parent) end as lost before this sweep adds any.
+        liveness.mark_lost_runs(self.uri, experiment_id)
         name = config.get("sweep_name") or "sweep"
         # A resumed sweep (tracking.skip_finished, as the tables run) goes on under its parent; any other is new.
         resumed = config.tracking.skip_finished
         parent = find_sweep_parent(client, experiment_id, name, config.scale.name) if resumed else None
+        alive = _parent_alive.enter_context(liveness.hold(self.uri))
         if parent is None:
             parent = client.create_run(
                 experiment_id,
                 run_name=f"{name} {config.scale.name} {datetime.now():%Y-%m-%d %H:%M}",
-                tags={"sweep": name, "scale": config.scale.name, "run_kind": "sweep"},
+                tags={"sweep": name, "scale": config.scale.name, "run_kind": "sweep", **alive},
             ).info.run_id
         else:
+            for key, value in alive.items():
+                client.set_tag(parent, key, value)
             client.update_run(parent, status="RUNNING")
             client.set_tag(parent, "resumed", datetime.now().isoformat(timespec="seconds"))
+            if liveness.LOST_TAG in client.get_run(parent).data.tags:
+                client.delete_tag(parent, liveness.LOST_TAG)  # a sitting lost it; this one resumes it
         self.run_id = parent
         # When this sitting's sweep began (not the parent's first start), for tracking.baseline_per_sitting.
         self.sweep_started_ms = str(int(datetime.now().timestamp() * 1000))
@@ -75,6 +89,7 @@ class MlflowSweepParent(Callback):
     def _end(self, status: str) -> None:
         if self.run_id is not None:
             MlflowClient(self.uri).set_terminated(self.run_id, status)
+            _parent_alive.close()
             os.environ.pop(PARENT_RUN_ENV, None)
             os.environ.pop(SWEEP_STARTED_ENV, None)
             self.run_id = None

@@ -26,7 +26,7 @@ def _is_int(value) -> bool:
 
 
 def check_hf_trainer_schedule(schedule) -> None:
-    """The schedules the Hugging Face Trainer has (trainer.loop=hf_trainer, sift_bench.integrations.hf_loop)."""
+    """The schedules the Hugging Face Trainer has (trainer.loop=hf_trainer, sift_bench.train_hf)."""
     _require(schedule.name in HF_TRAINER_SCHEDULES, "trainer.schedule.name", schedule.name,
              f"one of {HF_TRAINER_SCHEDULES} with trainer.loop=hf_trainer (the Hugging Face Trainer's schedules)")
     _require(schedule.name != "linear" or schedule.final_lr_fraction == 0,

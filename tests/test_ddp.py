@@ -15,7 +15,7 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, compose_config, offline_data_dir
-from sift_bench import tracking
+from sift_bench import identity
 from sift_bench.data.cifar10 import CifarLoader
 from sift_bench.data.sharding import ShardedRandomSampler, shard_order
 from sift_bench.report import machine_kinds
@@ -125,9 +125,9 @@ def test_world_size_is_part_of_a_runs_identity_only_under_ddp():
     cfg = compose_config(["+experiment=bert", "scale=smoke"])
     local = compose_config(["+experiment=bert", "scale=smoke", "sifter.sync=local"])
     # In one process sync does nothing, so it leaves the identity (and every stored run's hash) as it was.
-    assert tracking.config_hash(cfg) == tracking.config_hash(local) == tracking.config_hash(cfg, 1)
-    assert tracking.config_hash(cfg, 2) != tracking.config_hash(cfg)
-    assert tracking.config_hash(cfg, 2) != tracking.config_hash(local, 2)
+    assert identity.config_hash(cfg) == identity.config_hash(local) == identity.config_hash(cfg, 1)
+    assert identity.config_hash(cfg, 2) != identity.config_hash(cfg)
+    assert identity.config_hash(cfg, 2) != identity.config_hash(local, 2)
 
 
 def test_report_pairs_runs_within_one_world_size():

@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from conftest import CONF_DIR, compose_config
-from sift_bench.tracking import config_hash
+from sift_bench.identity import config_hash
 
 TABLES = {"sst2_bert": "bert_table", "cifar10_resnet": "resnet_table"}
 

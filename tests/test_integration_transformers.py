@@ -1,5 +1,5 @@
 """Sifting inside Hugging Face's Trainer (sift_bench.integrations.transformers) and the harness's `trainer.loop:
-hf_trainer` (sift_bench.integrations.hf_loop): a real transformers Trainer training a real tiny BERT on the CPU."""
+hf_trainer` (sift_bench.train_hf): a real transformers Trainer training a real tiny BERT on the CPU."""
 
 import copy
 
@@ -13,7 +13,7 @@ from transformers import (
 )
 
 from conftest import compose_config, run_cli
-from sift_bench.integrations import hf_loop
+from sift_bench import train_hf
 from sift_bench.integrations.transformers import LogitsCrossEntropyLoss, SiftingTrainer, enable_sifting
 from sift_bench.sifting import (
     IndexedDataset, InfoBatchSiftConfig, LossConfig, RandomSiftConfig, RelativeProbabilisticSiftConfig,
@@ -250,9 +250,9 @@ def smoke_task(tmp_path, sifter: str):
     return cfg, build_task(cfg, torch.device("cpu"))
 
 
-def test_hf_loop_baseline_takes_the_native_loops_batches(tmp_path):
+def test_train_hf_baseline_takes_the_native_loops_batches(tmp_path):
     results = {}
-    for name, train in (("native", native_train), ("hf", hf_loop.train)):
+    for name, train in (("native", native_train), ("hf", train_hf.train)):
         cfg, parts = smoke_task(tmp_path, "none")
         results[name] = train(parts, cfg.trainer, torch.device("cpu"), "fp32", None, seed=cfg.seed)
     native, hf = results["native"], results["hf"]
@@ -262,10 +262,10 @@ def test_hf_loop_baseline_takes_the_native_loops_batches(tmp_path):
     assert hf.history[-1].lr_multiplier == 0.0 and hf.train_time_s > 0 and hf.sift_time_s == 0.0
 
 
-def test_hf_loop_feeds_stale_losses_back(tmp_path):
+def test_train_hf_feeds_stale_losses_back(tmp_path):
     cfg, parts = smoke_task(tmp_path, "stale_loss")
     points = []
-    result = hf_loop.train(parts, cfg.trainer, torch.device("cpu"), "fp32", build_sift_config(cfg.sifter),
+    result = train_hf.train(parts, cfg.trainer, torch.device("cpu"), "fp32", build_sift_config(cfg.sifter),
                            seed=cfg.seed, on_eval=points.append)
     assert result.samples_seen == cfg.trainer.epochs * parts.num_train_samples
     # Epoch 1 trains everything; epoch 2 decides from the losses epoch 1 reported back.

@@ -1,6 +1,6 @@
 """The machine kind a run is tagged with: what decides whether two runs' times may be compared."""
 
-from sift_bench.tracking import cpu_identity, machine_kind, machine_tags
+from sift_bench.machine import cpu_identity, machine_kind, machine_tags
 
 CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel

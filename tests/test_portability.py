@@ -60,7 +60,7 @@ def test_a_store_moves_with_its_artifacts_and_resumes_from_anywhere(tmp_path):
 
 
 def test_portable_makes_absolute_paths_and_uris_relative_and_leaves_the_rest(tmp_path, monkeypatch):
-    from sift_bench.tracking import portable, portable_argument
+    from sift_bench.portable import portable
 
     monkeypatch.chdir(tmp_path)
     assert portable(str(tmp_path / "data")) == "data"
@@ -68,4 +68,4 @@ def test_portable_makes_absolute_paths_and_uris_relative_and_leaves_the_rest(tmp
     assert portable(f"file://{tmp_path.parent}/origin.git") == "../origin.git"
     for unchanged in ("sqlite:///mlflow.db", "https://github.com/o/r.git", "../shared/data", 3):
         assert portable(unchanged) == unchanged
-    assert portable_argument(f"paths.data_dir={tmp_path}/d") == "paths.data_dir=d"
+    assert portable(f"paths.data_dir={tmp_path}/d") == "paths.data_dir=d"

@@ -1,4 +1,5 @@
-"""README.md's MLflow search examples are ones MLflow accepts, and each selects the runs it says."""
+"""The documentation holds: its MLflow search examples are ones MLflow accepts, each selecting the runs it says,
+and every relative link in README.md and docs/ leads to a file (and a heading) that exists."""
 
 import re
 
@@ -10,7 +11,7 @@ SEARCH_START = re.compile(r"^(tags|params|metrics|attributes)\.")
 
 
 def readme_searches() -> list[str]:
-    blocks = re.findall(r"^```text\n(.*?)^```", (ROOT / "README.md").read_text(), flags=re.M | re.S)
+    blocks = re.findall(r"^```text\n(.*?)^```", (ROOT / "docs" / "configuration.md").read_text(), flags=re.M | re.S)
     return [line for block in blocks for line in block.splitlines() if SEARCH_START.match(line)]
 
 
@@ -34,3 +35,36 @@ def test_every_search_string_in_the_readme_runs_against_a_real_store(store):
     assert selected[searches[1]] == [("cifar10_resnet", "none"), ("cifar10_resnet", "random"),
                                      ("cifar10_resnet", "relative_probabilistic")]
     assert selected[searches[2]] == [("cifar10_resnet", "none"), ("sst2_bert", "none")]
+
+
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def heading_anchors(path) -> set[str]:
+    """The anchors GitHub gives a markdown file's headings: lower case, punctuation dropped, spaces as hyphens."""
+    headings = re.findall(r"^#+ (.+)$", path.read_text(), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
+
+
+def test_every_relative_link_in_the_readme_and_docs_resolves():
+    documents = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    assert len(documents) >= 5
+    broken = []
+    for document in documents:
+        for target in LINK.findall(document.read_text()):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            path_part, _, anchor = target.partition("#")
+            path = (document.parent / path_part).resolve() if path_part else document
+            if not path.exists():
+                broken.append(f"{document.name}: {target} (no such file)")
+            elif anchor and path.suffix == ".md" and anchor not in heading_anchors(path):
+                broken.append(f"{document.name}: {target} (no such heading)")
+    assert not broken, "\n".join(broken)
+
+
+def test_the_readme_is_a_front_door():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 200, f"README.md has {len(lines)} lines: the detail belongs in docs/"
+    commands = [line for line in lines[:8] if line.startswith(("python", "SIFT_BENCH_DATA_DIR", "pip"))]
+    assert "pip install" in commands[0] and "python -m sift_bench +experiment=bert" in commands[1]

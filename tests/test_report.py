@@ -292,6 +292,30 @@ def test_savings_pair_each_run_with_the_baseline_of_its_own_machine_kind():
     assert report.runs_without_baseline(used) == {"zen5-rp3-3": ZEN5}
 
 
+def test_a_contended_baseline_replaced_by_a_clean_rerun_is_in_no_figure_and_the_baseline_row_saves_zero():
+    rows = [{**frame_row(SST2, *run), "tags.machine.kind": AMX, "metrics.other_cpu_fraction": 0.0} for run in SST2_RUNS]
+    for row in rows:
+        row["tags.config_hash"] = row["run_id"]
+    # Seed 0's baseline timed again while another process ran (rerun_contended then trained it clean: rows[0]),
+    # and a seed-2 baseline timed only under contention: no clean twin, so it stays (flagged, not a reference).
+    busy = {**frame_row(SST2, NONE, 0, 160.0, 0.16, 80.0, 100.0), "run_id": "busy-base-0", "tags.machine.kind": AMX,
+            "tags.config_hash": rows[0]["run_id"], "metrics.other_cpu_fraction": 0.3}
+    lone = {**frame_row(SST2, NONE, 2, 190.0, 0.19, 81.0, 100.0), "run_id": "busy-base-2", "tags.machine.kind": AMX,
+            "tags.config_hash": "seed-2", "metrics.other_cpu_fraction": 0.3}
+    used, excluded = report.split_runs(runs_frame(rows + [busy, lone]), "cpu")
+    assert "busy-base-0" not in set(used["run_id"]) and "busy-base-2" in set(used["run_id"])
+    reason = excluded.set_index("run_id").at["busy-base-0", "reason"]
+    assert reason == f"rerun: timed under contention (other processes 0.30 of a core), replaced by the clean run {rows[0]['run_id']}"
+    table = report.build_table(used)
+    base = row_of(table, "sst2_bert", NONE)
+    assert base["n_runs"] == 3 and base["train_time_s"] == pytest.approx((100 + 110 + 190) / 3)
+    # 0 by definition; the spread is the clean references' own: 100 s and 110 s against their mean 105 s.
+    assert base["pct_time_savings"] == 0.0 and base["pct_cost_savings"] == 0.0
+    assert base["pct_time_savings_std"] == pytest.approx(pd.Series([100 * (1 - 100 / 105), 100 * (1 - 110 / 105)]).std())
+    # Every other row unchanged: the contended baselines are no run's reference.
+    assert row_of(table, "sst2_bert", RP3)["pct_time_savings"] == pytest.approx(30.0)
+
+
 def test_a_rerun_on_the_same_machine_kind_counts_once_but_every_baseline_timing_stays():
     rows = [{**frame_row(SST2, RP3, 0, 70.0, 0.1, 80.0, 27.0), "tags.config_hash": "h0", "tags.machine.kind": AMX},
             {**frame_row(SST2, RP3, 0, 74.0, 0.1, 80.5, 27.0), "run_id": "again", "tags.config_hash": "h0",

@@ -122,3 +122,14 @@ def test_loss_memory_sifters_start_pruning_once_losses_are_remembered(sifter, tm
     assert result.sift_time_s == 0.0  # no scoring forward pass
     assert result.samples_seen == 3 * parts.num_train_samples
     assert result.history[-1].lr_multiplier == pytest.approx(0.0, abs=0.02)
+
+
+def test_the_metric_names_are_the_fields_the_loops_fill():
+    from dataclasses import fields
+
+    from sift_bench.metrics import EVAL_METRICS, FINAL_METRICS
+    from sift_bench.recorder import EvalPoint, TrainResult
+
+    assert [field.name for field in fields(EvalPoint)] == list(EVAL_METRICS)
+    result_fields = {field.name for field in fields(TrainResult)}
+    assert set(FINAL_METRICS) - result_fields == {"cost_usd"}  # the harness prices the train time itself

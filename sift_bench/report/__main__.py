@@ -15,231 +15,17 @@ from pathlib import Path
 import pandas as pd
 
 from sift_bench import report
-from sift_bench.report import markdown, paths
+from sift_bench.portable import relative_frame, relative_text
+from sift_bench.report import markdown
+from sift_bench.report.plots import PLOT_FILES, SAVINGS_PLOT, TIME_PLOT, plot_accuracy_vs_savings, plot_accuracy_vs_time
+from sift_bench.report.sources import NothingToReport, read_csv_dir, read_history, read_store, runs_csv_path
 
 # conf/tracking/mlflow.yaml's defaults, so a bare `python -m sift_bench.report` reads what a bare job wrote.
 DEFAULT_URI = "sqlite:///mlflow.db"
 DEFAULT_EXPERIMENT = "sift_bench"
 DEFAULT_SCALE = "cpu"
-SAVINGS_PLOT = "accuracy_vs_savings.png"
-TIME_PLOT = "accuracy_vs_time.png"
-PLOT_FILES = (SAVINGS_PLOT, TIME_PLOT)
-
-
-class NothingToReport(Exception):
-    pass
-
-
 def warn(message: str) -> None:
     print(f"sift_bench.report: {message}", file=sys.stderr)
-
-
-# ---------------------------------------------------------------- reading
-
-def read_store(uri: str, experiment_name: str) -> pd.DataFrame:
-    """Every active run of the experiment, as `mlflow.search_runs` returns them."""
-    import mlflow
-    from mlflow.tracking import MlflowClient
-
-    if uri.startswith("sqlite:///"):
-        path = Path(uri[len("sqlite:///"):])
-        # Opening a missing sqlite file would create an empty store; a report should not leave one behind.
-        if not path.is_file():
-            raise NothingToReport(f"no MLflow store at {path} (tracking URI {uri})")
-    experiment = MlflowClient(uri).get_experiment_by_name(experiment_name)
-    if experiment is None:
-        raise NothingToReport(f"no experiment named {experiment_name!r} in {uri}")
-    mlflow.set_tracking_uri(uri)
-    return report.normalise(mlflow.search_runs([experiment.experiment_id], max_results=100_000))
-
-
-def read_history(uri: str, run_ids: list[str]) -> pd.DataFrame:
-    """Per-evaluation metrics, one row per run and step; at a step logged twice (the last evaluation and the
-    final figures) the later value wins, as in `metrics.*`."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(uri)
-    records = [(run_id, point.step, point.timestamp, order, name, point.value)
-               for run_id in run_ids for name in report.HISTORY_METRICS
-               for order, point in enumerate(client.get_metric_history(run_id, name))]
-    return wide_history(pd.DataFrame(records, columns=["run_id", "step", "timestamp", "order", "metric", "value"]))
-
-
-def wide_history(long: pd.DataFrame) -> pd.DataFrame:
-    columns = ["run_id", "step", *report.HISTORY_METRICS]
-    if long.empty:
-        return pd.DataFrame(columns=columns)
-    latest = long.sort_values(["run_id", "metric", "step", "timestamp", "order"]).drop_duplicates(
-        ["run_id", "metric", "step"], keep="last")
-    wide = latest.pivot(index=["run_id", "step"], columns="metric", values="value").reset_index()
-    return wide.reindex(columns=columns)
-
-
-def runs_csv_path(from_csv: Path) -> Path:
-    """--from-csv names the folder of an earlier report or its runs.csv itself."""
-    return from_csv if from_csv.is_file() else from_csv / "runs.csv"
-
-
-def read_csv_dir(from_csv: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """runs.csv (the runs a report used), excluded.csv and history.csv next to it, as the store would have given
-    them. `from_csv`: the folder, or the path of its runs.csv."""
-    runs_path = runs_csv_path(from_csv)
-    directory = runs_path.parent
-    runs = report.normalise(pd.read_csv(runs_path, dtype=str, keep_default_na=False))
-    excluded = pd.DataFrame(columns=list(report.EXCLUDED_COLUMNS))
-    if (directory / "excluded.csv").is_file():
-        excluded = report.normalise(pd.read_csv(directory / "excluded.csv", dtype=str, keep_default_na=False))
-    history = pd.DataFrame(columns=["run_id", "step", *report.HISTORY_METRICS])
-    if (directory / "history.csv").is_file():
-        history = pd.read_csv(directory / "history.csv", dtype={"run_id": str})
-    return runs, excluded, history
-
-
-# ---------------------------------------------------------------- plots
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _task_title(rows: pd.DataFrame, task) -> str:
-    model, dataset = report.first_present(rows["model"]), report.first_present(rows["dataset"])
-    return f"{markdown.fmt(task)} ({markdown.fmt(model)}, {markdown.fmt(dataset)})"
-
-
-# Offsets (points, from the label's lower left corner) tried in turn for a point's number: eight directions on
-# rings ever farther out, so the numbers of crowded points do not overlap; beyond the first ring a thin line
-# leads back to the point.
-LABEL_SIZE = (11, 9)  # a number's box in points at fontsize 7: up to two digits
-LABEL_OFFSETS = tuple((round(radius * dx) - (LABEL_SIZE[0] if dx < 0 else 0) + (2 if dx >= 0 else -2),
-                       round(radius * dy) - (LABEL_SIZE[1] if dy < 0 else 0) + (2 if dy >= 0 else -2))
-                      for radius in (4, 14, 26, 40)
-                      for dx, dy in ((1, 1), (1, -1), (-1, 1), (-1, -1), (0, 1), (0, -1), (1, 0), (-1, 0)))
-NEAR_LABELS = 8  # the first ring: no leader line
-
-
-def place_labels(axis, positions: list[tuple[float, float]]) -> list[int]:
-    """Greedy placement: for each point (data coordinates) the index into LABEL_OFFSETS of the first offset whose
-    label box overlaps neither an earlier label nor any point's marker; the first offset when all overlap."""
-    to_points = 72.0 / axis.figure.dpi
-    anchors = [tuple(axis.transData.transform(position) * to_points) for position in positions]
-    width, height = LABEL_SIZE
-    markers = [(x - 3, y - 3, x + 3, y + 3) for x, y in anchors]
-    placed, chosen = [], []
-    for x, y in anchors:
-        def overlaps(box):
-            return any(box[0] < other[2] and other[0] < box[2] and box[1] < other[3] and other[1] < box[3]
-                       for other in placed + markers)
-        boxes = [(x + dx, y + dy, x + dx + width, y + dy + height) for dx, dy in LABEL_OFFSETS]
-        free = next((i for i, box in enumerate(boxes) if not overlaps(box)), 0)
-        placed.append(boxes[free])
-        chosen.append(free)
-    return chosen
-
-
-def plot_accuracy_vs_savings(table: pd.DataFrame, scale: str, path: Path) -> None:
-    """Per task, test accuracy against % time saved: the uniform-subsampling frontier as a line through the
-    baseline and the random controls, every other configuration a numbered point (error bars = std over seeds)
-    coloured by sifter, with a key of number -> configuration under the axes."""
-    plt = _pyplot()
-    tasks = list(table["task"].drop_duplicates())
-    most = max((int(report.is_sifted(table[table["task"] == task]).sum()) for task in tasks), default=0)
-    figure, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.8 + 0.17 * most), squeeze=False)
-    for axis, task in zip(axes[0], tasks):
-        rows = table[table["task"] == task]
-        axis.set_title(_task_title(rows, task))
-        axis.set_xlabel("% training time saved vs baseline")
-        axis.set_ylabel("test accuracy (%)")
-        if not (rows["sifter"] == report.BASELINE).any():
-            axis.text(0.5, 0.5, "no baseline at this scale:\n% savings unknown", transform=axis.transAxes,
-                      ha="center", va="center")
-            continue
-        points = report.frontier_points(rows).dropna(subset=["frontier_x", "test_accuracy"])
-        points = points.sort_values("frontier_x", kind="stable")
-        axis.plot(points["frontier_x"], points["test_accuracy"], color="gray", marker="s", markersize=4,
-                  label="frontier: baseline + random controls")
-        sifted = rows[report.is_sifted(rows)].dropna(subset=["pct_time_savings", "test_accuracy"])
-        colors = {sifter: f"C{number % 10}" for number, sifter in enumerate(sifted["sifter"].drop_duplicates())}
-        keys = []
-        for number, (_, row) in enumerate(sifted.iterrows(), start=1):
-            axis.errorbar([row["pct_time_savings"]], [row["test_accuracy"]],
-                          yerr=[0 if pd.isna(row["test_accuracy_std"]) else row["test_accuracy_std"]],
-                          fmt="o", color=colors[row["sifter"]], capsize=3, markersize=4,
-                          label=f"{number}: {row['config']} ({row['pct_accepted']:.0f} % kept)")
-            keys.append(number)
-        axis.autoscale_view()
-        positions = list(zip(sifted["pct_time_savings"], sifted["test_accuracy"]))
-        for number, position, choice in zip(keys, positions, place_labels(axis, positions)):
-            leader = {"arrowstyle": "-", "color": "gray", "linewidth": 0.5} if choice >= NEAR_LABELS else None
-            axis.annotate(str(number), position, textcoords="offset points", xytext=LABEL_OFFSETS[choice],
-                          fontsize=7, ha="left", va="bottom", arrowprops=leader)
-        axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
-    figure.suptitle(f"scale={scale}: mean over seeds, error bars = std; a point above the gray line beats uniform "
-                    "subsampling at equal time", fontsize=9)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(figure)
-
-
-def _curve(history: pd.DataFrame, run_ids: list[str]) -> pd.DataFrame:
-    """Mean cumulative train time and accuracy over a configuration's seeds at each evaluation step."""
-    points = history[history["run_id"].isin(run_ids)].dropna(subset=["train_time_s", "test_accuracy"])
-    return points.groupby("step").agg(train_time_s=("train_time_s", "mean"), accuracy=("test_accuracy", "mean"),
-                                      accuracy_std=("test_accuracy", "std")).reset_index()
-
-
-def plot_accuracy_vs_time(table: pd.DataFrame, history: pd.DataFrame, kinds: dict[str, str], scale: str,
-                          path: Path) -> dict:
-    """Per task, accuracy against cumulative training time for the baseline, the best sifted configuration
-    and its paired random control, from the runs of one machine kind (`kinds`: run_id -> kind), the kind with
-    the most runs among those configurations, since seconds of two kinds do not compare.
-    Returns task -> the kind drawn; empty (and no file) when there is no history to draw."""
-    best = report.best_sifted(table)
-    pairs = report.pair_controls(table)
-    tasks = list(table["task"].drop_duplicates())
-    plt = _pyplot()
-    figure, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4.5), squeeze=False)
-    drawn = {}
-    for axis, task in zip(axes[0], tasks):
-        rows = table[table["task"] == task]
-        axis.set_title(_task_title(rows, task))
-        axis.set_xlabel("cumulative training time (s)")
-        axis.set_ylabel("test accuracy (%)")
-        lines = [(rows[rows["sifter"] == report.BASELINE].head(1), "baseline (sifter=none)", "black", "-")]
-        if task in best:
-            sifted = table.loc[[best[task]]]
-            lines.append((sifted, f"best sifted: {sifted['config'].iloc[0]}", "C0", "-"))
-            pair = pairs[(pairs["task"] == task) & (pairs["config"] == sifted["config"].iloc[0])]
-            if len(pair) and pd.notna(pair["nearest_control"].iloc[0]):
-                nearest = pair["nearest_control"].iloc[0]
-                control = rows[(rows["sifter"] == report.CONTROL) & (rows["config"] == nearest)]
-                lines.append((control, f"nearest control: {nearest}", "C1", "--"))
-        lines = [line for line in lines if not line[0].empty]
-        run_ids = [run_id for config, *_ in lines for run_id in config["run_ids"].iloc[0].split()]
-        plotted = pd.Series([kinds.get(run_id) for run_id in run_ids], dtype=object).dropna()
-        kind = plotted.value_counts(sort=False).idxmax() if len(plotted) else None
-        for config, label, color, style in lines:
-            curve = _curve(history, [run_id for run_id in config["run_ids"].iloc[0].split()
-                                     if kinds.get(run_id) == kind])
-            if curve.empty:
-                continue
-            axis.errorbar(curve["train_time_s"], curve["accuracy"], yerr=curve["accuracy_std"].fillna(0),
-                          color=color, linestyle=style, marker="o", markersize=3, capsize=2, label=label)
-            drawn[task] = kind
-        if axis.get_legend_handles_labels()[0]:
-            axis.legend(fontsize=8)
-        else:
-            axis.text(0.5, 0.5, "no metric history", transform=axis.transAxes, ha="center", va="center")
-    if drawn:
-        figure.suptitle(f"scale={scale}: mean over seeds at each evaluation, error bars = std", fontsize=9)
-        figure.tight_layout()
-        figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return drawn
 
 
 # ---------------------------------------------------------------- writing
@@ -375,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     cli = parser()
     args = cli.parse_args(argv)
     # Relative paths only: report.md quotes this command, and results/ is read on other machines.
-    report_command = shlex.join(["python", "-m", "sift_bench.report", *map(paths.relative_text, argv)])
+    report_command = shlex.join(["python", "-m", "sift_bench.report", *map(relative_text, argv)])
     if args.budget_from:
         return budget_view(cli, args, report_command)
     if args.from_csv and (args.tracking_uri or args.experiment_name):
@@ -386,14 +172,14 @@ def main(argv: list[str] | None = None) -> int:
                 cli.error(f"--from-csv: no runs.csv in {args.from_csv}")
             runs, excluded_before, history = read_csv_dir(args.from_csv)
             scale = args.scale or csv_scale(runs) or DEFAULT_SCALE
-            source = f"rebuilt from the CSV files in {paths.relative_text(str(runs_csv_path(args.from_csv).parent))}"
+            source = f"rebuilt from the CSV files in {relative_text(str(runs_csv_path(args.from_csv).parent))}"
         else:
             uri = args.tracking_uri or DEFAULT_URI
             experiment_name = args.experiment_name or DEFAULT_EXPERIMENT
             runs = read_store(uri, experiment_name)
             excluded_before = pd.DataFrame(columns=list(report.EXCLUDED_COLUMNS))
             scale = args.scale or DEFAULT_SCALE
-            source = f"experiment `{experiment_name}` in `{paths.relative_text(uri)}`"
+            source = f"experiment `{experiment_name}` in `{relative_text(uri)}`"
         if runs.empty:
             raise NothingToReport(f"{runs_csv_path(args.from_csv)} has no runs" if args.from_csv
                                   else "the store has no runs")
@@ -403,15 +189,15 @@ def main(argv: list[str] | None = None) -> int:
             cli.error(str(error))
         if len(excluded_before):
             excluded = pd.concat([frame for frame in (excluded_before, excluded) if len(frame)], ignore_index=True)
-        unfinished = excluded[excluded["reason"].str.startswith("status ", na=False)]
+        unfinished = excluded[excluded["kind"] == report.Exclusion.UNFINISHED]
         if len(unfinished):
             warn(f"warning: {len(unfinished)} runs of scale {scale} are not FINISHED and are left out:")
             for _, run in unfinished.iterrows():
                 print(f"  {run['run_id']}  {markdown.fmt(run['run_name'])}  {run['status']}", file=sys.stderr)
-        other_scales = excluded["reason"].str.startswith("scale ", na=False).sum()
+        other_scales = (excluded["kind"] == report.Exclusion.OTHER_SCALE).sum()
         if other_scales:
             warn(f"ignored {other_scales} runs of other scales (--scale {scale})")
-        other_machines = excluded[excluded["reason"].str.startswith("machine ", na=False)]
+        other_machines = excluded[excluded["kind"] == report.Exclusion.OTHER_MACHINE]
         if len(other_machines):
             warn(f"{len(other_machines)} FINISHED runs on machine kinds other than --machine {args.machine!r} are "
                  "left out: "
@@ -424,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.from_csv:
             history = read_history(uri, list(used["run_id"]))
         # runs.csv, excluded.csv and the commands in report.md carry no absolute path (data_dir, source.name, ...).
-        used, excluded = paths.relative_frame(used), paths.relative_frame(excluded)
+        used, excluded = relative_frame(used), relative_frame(excluded)
         out = args.out or Path("results") / scale
         table = write_results(out, used, excluded, history, scale, source, report_command)
     except NothingToReport as reason:

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from sift_bench import report
+from sift_bench.report.plots import _pyplot
 
 COLUMNS = ("task", "budget_epochs", "sifter", "settings", "config", "n_seeds", "pct_accepted", "pct_time_savings",
            "pct_time_savings_std", "test_accuracy", "test_accuracy_std", "accuracy_baseline", "frontier_accuracy",
@@ -77,8 +78,6 @@ def budget_table(folders: list[Path]) -> pd.DataFrame:
 def plot(budget: pd.DataFrame, path: Path) -> None:
     """Per task: budget on x, extra savings on y (± the spread of % time saved over runs), one line per policy
     configuration, zero marked."""
-    from sift_bench.report.__main__ import _pyplot
-
     plt = _pyplot()
     sifted = budget[report.is_sifted(budget)]
     tasks = list(dict.fromkeys(sifted["task"]))

@@ -5,18 +5,22 @@ import pandas as pd
 
 from sift_bench.machine import CONTENDED_FRACTION
 
-from sift_bench.report import (BASELINE, CONTROL_RULE, HEADLINE_TOLERANCE, SIFTER_PARAMS, column,
-                               commands, frontier_points, headline, headline_at_equal_time, is_sifted,
-                               machine_kinds, machines, pair_controls)
+from sift_bench.report.diagnostics import commands, machines
+from sift_bench.report.frame import column, machine_kinds
+from sift_bench.report.verdicts import CONTROL_RULE, frontier_points, headline, headline_at_equal_time, pair_controls
+from sift_bench.report.vocabulary import BASELINE, HEADLINE_TOLERANCE, SIFTER_PARAMS, Exclusion, is_sifted
 
 TIMING_RULE = (
     "Each run's % time savings is measured against the baseline run (sifter=none) of its task, scale and machine "
     "kind whose midpoint in time ((start + end) / 2) is nearest its own, at that baseline's pace: reference time = "
     "its train_time_s / work_trained × the mean work_trained of the task's baseline runs on that kind, and "
     "savings = 100 × (1 − time / reference time), averaged over a row's runs. A machine drifts between sittings "
-    "and within one, so the baseline timed closest to a run says best how fast the machine was for it; a "
-    "baseline is its own nearest, so its savings are about 0. A baseline during which other processes used more than "
-    f"{CONTENDED_FRACTION:g} of a core is a reference only when its kind has no clean baseline of the task.")
+    "and within one, so the baseline timed closest to a run says best how fast the machine was for it. The "
+    "baseline row's % time saved is 0 by definition (it is the reference); its ± is the spread of its own timings, "
+    "each reference baseline's time at the mean work against the mean of its kind's: the noise under every other "
+    f"row's savings. A baseline during which other processes used more than {CONTENDED_FRACTION:g} of a core is a "
+    "reference only when its kind has no clean baseline of the task, and one that a clean run of the same config and "
+    "seed replaced (tracking.rerun_contended) counts in no figure at all (`excluded.csv` names it).")
 
 FRONTIER_RULE = (
     "A data-selection method must beat simply training for less at the same compute: a budget-matched "
@@ -142,12 +146,12 @@ def render_report(*, table: pd.DataFrame, used: pd.DataFrame, excluded: pd.DataF
     """report.md: SageMaker's layout first, then headlines, the frontier, the control comparison, the full table,
     plots, provenance. `source` and `report_command` come with their paths already relative."""
     pairs = pair_controls(table)
-    other_scales = excluded[excluded["reason"].str.startswith("scale ", na=False)]
-    unfinished = excluded[excluded["reason"].str.startswith("status ", na=False)]
-    reruns = excluded[excluded["reason"].str.startswith("rerun", na=False)]
-    other_machines = excluded[excluded["reason"].str.startswith("machine ", na=False)]
-    other_tasks = excluded[excluded["reason"].str.startswith("task ", na=False)]
-    parents = excluded[excluded["reason"] == "sweep parent"]
+    other_scales = excluded[excluded["kind"] == Exclusion.OTHER_SCALE]
+    unfinished = excluded[excluded["kind"] == Exclusion.UNFINISHED]
+    reruns = excluded[excluded["kind"] == Exclusion.RERUN]
+    other_machines = excluded[excluded["kind"] == Exclusion.OTHER_MACHINE]
+    other_tasks = excluded[excluded["kind"] == Exclusion.OTHER_TASK]
+    parents = excluded[excluded["kind"] == Exclusion.SWEEP_PARENT]
     lines = [
         f"# Smart sifting savings, scale `{scale}`", "",
         f"Built by `{report_command}` from {len(used)} FINISHED runs ({source}). "
@@ -205,8 +209,8 @@ def render_report(*, table: pd.DataFrame, used: pd.DataFrame, excluded: pd.DataF
            if column(used, "tags.timing_slot").notna().any() else "") + ".",
         f"- Left out: not FINISHED {len(unfinished)}" + (" (listed below)" if len(unfinished) else "")
         + f"; other scales {len(other_scales)}" + (f" ({scale_counts})" if scale_counts else "")
-        + f"; reruns of an identical config and seed {len(reruns)} (the latest kept; every baseline run stays, "
-        "each a timing of the machine)"
+        + f"; reruns of an identical config and seed {len(reruns)} (the latest kept; every clean baseline run stays, "
+        "each a timing of the machine, and a contended one goes when a clean twin replaced it)"
         + f"; sweep parents {len(parents)}"
         + (f"; runs of machine kinds other than `--machine` {len(other_machines)}" if len(other_machines) else "")
         + (f"; runs of tasks not asked for with `--task` {len(other_tasks)} ("

@@ -4,7 +4,7 @@
 task's own loader (the same batches, in the same order, as the native loop) with the task's own per-sample loss; a
 sifted run goes through `SiftingTrainer` (sift_bench.integrations.transformers), a baseline through a plain `Trainer`.
 The Trainer builds the optimizer and the schedule from `TrainingArguments` set from `trainer_cfg`. Evaluation, counts
-and timing are the native loop's (`evaluate`, `EvalPoint`, `TrainResult`), taken by a callback at the same points.
+and timing are the native loop's: a callback drives the same `RunRecorder` (sift_bench.recorder) at the same points.
 
 Where it differs from the native loop, by the Trainer's design:
 
@@ -24,20 +24,18 @@ from __future__ import annotations
 import math
 import sys
 import tempfile
-import time
 from typing import Callable
 
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_callback import PrinterCallback
 
-from sift_bench import distributed
 from sift_bench.errors import ConfigError
 from sift_bench.integrations.transformers import SiftingTrainer
-from sift_bench.machine import OtherCpuMeter
+from sift_bench.recorder import EvalPoint, RunRecorder, TrainResult
 from sift_bench.sifting import Loss
 from sift_bench.tasks import TaskParts
-from sift_bench.train import EvalPoint, TaskLoss, TrainResult, autocast_factory, evaluate
+from sift_bench.train import TaskLoss, autocast_factory
 from sift_bench.validation import check_hf_trainer_schedule
 
 # trainer.schedule.name (one of validation.HF_TRAINER_SCHEDULES) -> the Trainer's lr_scheduler_type (cosine to a
@@ -90,21 +88,11 @@ def training_arguments(trainer_cfg, device: torch.device, precision: str, seed: 
 
 
 class _RunMeter(TrainerCallback):
-    """Counts, times and evaluates as sift_bench.train does, at the same points of each epoch."""
+    """Drives the run's `RunRecorder` from the Trainer's events, at the points where sift_bench.train does."""
 
-    def __init__(self, parts: TaskParts, trainer_cfg, device: torch.device, autocast: Callable,
-                 target_accuracy: float | None, on_eval: Callable[[EvalPoint], None] | None) -> None:
-        self.parts, self.trainer_cfg, self.device, self.autocast = parts, trainer_cfg, device, autocast
-        self.target_accuracy, self.on_eval = target_accuracy, on_eval
-        self.world = distributed.current()
+    def __init__(self, record: RunRecorder) -> None:
+        self.record = record
         self.trainer: Trainer | None = None  # set once built: the sifter lives in it
-        self.history: list[EvalPoint] = []
-        self.samples_seen = self.samples_trained = self.work_trained = 0
-        self.train_time = self.eval_time = 0.0
-        self.time_to_target = math.nan
-        self.epoch = -1
-        self.loss_sum = torch.zeros((), device=device)
-        self.eval_every = parts.num_train_samples / trainer_cfg.evals_per_epoch
 
     def sifter(self):
         sifting = getattr(self.trainer, "sifting", None)
@@ -113,116 +101,43 @@ class _RunMeter(TrainerCallback):
     # ---- called by the trainer for each batch it trains
 
     def batch_trained(self, batch) -> None:
-        batch_size = self.parts.batch_size_of(batch)
-        self.samples_trained += batch_size  # this rank's: summed over the ranks at each evaluation
-        self.work_trained += self.parts.work_of(batch)
+        self.record.batch_trained(batch)
         if self.sifter() is None:
             # Unsifted shards are equal in size, so every rank saw as many.
-            self.samples_seen += batch_size * self.world.world_size
+            self.record.samples_seen += self.record.parts.batch_size_of(batch) * self.record.world.world_size
 
     def training_losses(self, model, batch) -> torch.Tensor:
-        losses = self.parts.per_sample_loss(model, batch)
-        self.loss_sum += losses.detach().sum()
+        losses = self.record.parts.per_sample_loss(model, batch)
+        self.record.loss_sum += losses.detach().sum()
         return losses
 
     # ---- callback events
 
-    def _sync(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
     def _update_seen(self) -> None:
         sifter = self.sifter()
         if sifter is not None:
-            self.samples_seen = sifter.stats.samples_seen  # counted over all ranks, delay included
+            self.record.samples_seen = sifter.stats.samples_seen  # counted over all ranks, delay included
+
+    def _lr_multiplier(self) -> float:
+        return self.trainer.optimizer.param_groups[0]["lr"] / self.trainer.args.learning_rate
 
     def on_train_begin(self, args, state, control, **kwargs):
-        self.other_cpu = OtherCpuMeter().start()
+        self.record.start()
 
     def on_epoch_begin(self, args, state, control, **kwargs):
-        self.epoch += 1
-        self.epoch_start_seen, self.epoch_start_trained = self.samples_seen, self.samples_trained
-        self.loss_sum = torch.zeros((), device=self.device)
-        self.next_eval = 1
-        self._sync()
-        self.segment_start = time.perf_counter()
+        self.record.epoch_begin()
 
     def on_step_end(self, args, state, control, **kwargs):
         self._update_seen()
-        epoch_seen = self.samples_seen - self.epoch_start_seen
-        num_train_samples = self.parts.num_train_samples
-        if (self.next_eval < self.trainer_cfg.evals_per_epoch
-                and self.next_eval * self.eval_every <= epoch_seen < num_train_samples):
-            self.next_eval += 1
-            self._sync()
-            self.train_time += time.perf_counter() - self.segment_start
-            self._record_eval(self.epoch + epoch_seen / num_train_samples)
-            self.segment_start = time.perf_counter()
+        self.record.after_step(self._lr_multiplier())
 
     def on_epoch_end(self, args, state, control, **kwargs):
-        self._sync()
-        self.train_time += time.perf_counter() - self.segment_start
         # Candidates sifted after the epoch's last batch were seen too.
         self._update_seen()
-        last_epoch = self.epoch + 1 == self.trainer_cfg.epochs
-        if (self.epoch + 1) % self.trainer_cfg.eval_every_epochs == 0 or last_epoch:
-            self._record_eval(float(self.epoch + 1))
-
-    def on_train_end(self, args, state, control, **kwargs):
-        # A sibling rank on this machine is part of the job, not contention.
-        sibling = distributed.sibling_cpu_seconds(self.other_cpu.own_cpu_s(), self.world)
-        self.other_cpu_s, self.other_cpu_fraction = self.other_cpu.stop(sibling)
-
-    def _lr_multiplier(self) -> float:
-        return self.trainer.optimizer.param_groups[0]["lr"] / self.trainer_cfg.optimizer.lr
-
-    def _record_eval(self, epoch_position: float) -> None:
-        world = self.world
-        epoch_seen = self.samples_seen - self.epoch_start_seen
-        # Trained counts and losses are this rank's; seen counts come summed over the ranks already.
-        loss_sum, epoch_trained, trained = distributed.sum_over_ranks(
-            [self.loss_sum.item(), self.samples_trained - self.epoch_start_trained, self.samples_trained],
-            world, self.device)
-        start = time.perf_counter()
-        accuracy = evaluate(self.parts, self.autocast) if world.is_main else {"val": math.nan, "test": math.nan}
-        self.eval_time += time.perf_counter() - start
-        point = EvalPoint(
-            epoch=epoch_position, samples_seen=self.samples_seen, samples_trained=int(trained),
-            train_time_s=self.train_time, train_loss=loss_sum / max(epoch_trained, 1),
-            val_accuracy=accuracy["val"], test_accuracy=accuracy["test"],
-            pct_accepted=100.0 * epoch_trained / max(epoch_seen, 1), lr_multiplier=self._lr_multiplier(),
-        )
-        self.history.append(point)
-        if (self.target_accuracy is not None and math.isnan(self.time_to_target)
-                and point.val_accuracy >= self.target_accuracy):
-            self.time_to_target = self.train_time
-        if self.on_eval:
-            self.on_eval(point)
+        self.record.epoch_end(self._lr_multiplier())
 
     def result(self) -> TrainResult:
-        world, sifter = self.world, self.sifter()
-        samples_trained, work_trained = (
-            int(value) for value in distributed.sum_over_ranks([self.samples_trained, self.work_trained], world,
-                                                               self.device))
-        return TrainResult(
-            val_accuracy=self.history[-1].val_accuracy,
-            test_accuracy=self.history[-1].test_accuracy,
-            train_time_s=self.train_time,
-            sift_time_s=sifter.stats.scoring_seconds if sifter else 0.0,
-            eval_time_s=self.eval_time,
-            samples_seen=self.samples_seen,
-            samples_trained=samples_trained,
-            pct_accepted=100.0 * samples_trained / max(self.samples_seen, 1),
-            time_to_target_s=self.time_to_target,
-            work_trained=work_trained,
-            other_cpu_s=self.other_cpu_s,
-            other_cpu_fraction=self.other_cpu_fraction,
-            history=self.history,
-            world_size=world.world_size,
-            samples_left_over=sifter.stats.samples_left_over if sifter else 0,
-            sync_time_s=sifter.stats.sync_seconds if sifter else 0.0,
-            steps=self.trainer.state.global_step,
-        )
+        return self.record.result(self.sifter(), self.trainer.state.global_step)
 
 
 class _MeteredTaskLoss(Loss):
@@ -246,7 +161,7 @@ class _TaskTrainer(Trainer):
         self.model_accepts_loss_kwargs = False
 
     def get_train_dataloader(self):
-        return self.meter.parts.train_loader
+        return self.meter.record.parts.train_loader
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         self.meter.batch_trained(inputs)  # before the Trainer moves the batch: counting costs no device sync
@@ -274,10 +189,10 @@ def train(
 ) -> TrainResult:
     """Train `parts.model` for `trainer_cfg.epochs` epochs with the Hugging Face Trainer; see sift_bench.train.train."""
     autocast = autocast_factory(device, precision)
-    meter = _RunMeter(parts, trainer_cfg, device, autocast, target_accuracy, on_eval)
+    meter = _RunMeter(RunRecorder(parts, trainer_cfg, device, autocast, target_accuracy, on_eval))
     with tempfile.TemporaryDirectory(prefix="sift_bench_hf_") as output_dir:
         args = training_arguments(trainer_cfg, device, precision, seed, output_dir, parts.train_loader.batch_size,
-                                  len(parts.train_loader), progress=trainer_cfg.progress and meter.world.is_main)
+                                  len(parts.train_loader), progress=trainer_cfg.progress and meter.record.world.is_main)
         if sift_config is None:
             trainer = _TaskTrainer(model=parts.model, args=args, meter=meter)
         else:

@@ -1,6 +1,7 @@
-"""Absolute filesystem paths out of everything a report writes: results/ is committed and read on other machines,
-where /work/main or /tmp/... mean nothing. An absolute path, a `sqlite:///` URI or a `file://` URI to one becomes
-the path relative to the current directory (the folder the report command ran in)."""
+"""Absolute filesystem paths out of everything the project records or writes: runs' params and tags, and the
+report's files. Stores and results/ are committed and read on other machines, where /work/main or /tmp/... mean
+nothing. An absolute path, a `sqlite:///` URI or a `file://` URI to one becomes the path relative to the current
+directory (the folder the command ran in)."""
 
 import os
 import re
@@ -32,3 +33,18 @@ def relative_frame(frame: pd.DataFrame) -> pd.DataFrame:
         if not name.startswith("metrics."):
             frame[name] = frame[name].map(lambda value: relative_text(value) if isinstance(value, str) else value)
     return frame
+
+
+def portable(value):
+    """A value as a run records it: text with its absolute paths made relative (`relative_text`), anything else
+    unchanged."""
+    return relative_text(value) if isinstance(value, str) else value
+
+
+def portable_tree(tree):
+    """`portable` applied to every leaf of a nested dict or list (a resolved config)."""
+    if isinstance(tree, dict):
+        return {key: portable_tree(value) for key, value in tree.items()}
+    if isinstance(tree, list):
+        return [portable_tree(value) for value in tree]
+    return portable(tree)

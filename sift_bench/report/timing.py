@@ -1,0 +1,92 @@
+"""Timing references and paired savings: each run's % time saved against the baseline of its own task and machine
+kind timed nearest to it; the baseline row's own spread."""
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from sift_bench.machine import CONTENDED_FRACTION
+from sift_bench.report.frame import run_rows
+from sift_bench.report.vocabulary import BASELINE
+
+
+REFERENCE_COLUMNS = ["reference_run", "reference_time_s", "reference_cost_usd"]
+
+
+def timing_references(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each run's time reference: the baseline run (sifter=none) of its task and machine kind whose midpoint in
+    time is nearest the run's own (the earlier one on a tie), at that baseline's pace (train_time_s / work_trained)
+    times the mean work_trained of the task's baseline runs on that kind. Columns reference_run,
+    reference_time_s and reference_cost_usd (cost scaled alike); NaN where the kind has no baseline of the task.
+    baseline_deviation, for the baselines that serve as references: 100 * (1 - its time at the mean work / the mean
+    of those), the spread of the baseline's own timing.
+
+    A machine drifts between sittings and within one (a shared or throttled host), so the baseline timed closest
+    to a run says best how fast the machine was for it; the work scaling makes baselines of seeds that trained
+    different amounts of work (padded tokens differ by seed) compare as paces. A contended baseline (other
+    processes above CONTENDED_FRACTION of a core) is left out while a clean one exists. A baseline that logged no work
+    stands for its own time, and runs without time stamps take the mean over the kind's baselines."""
+    references = pd.DataFrame({"reference_run": pd.Series(np.nan, index=rows.index, dtype=object),
+                               "reference_time_s": math.nan, "reference_cost_usd": math.nan,
+                               "baseline_deviation": math.nan}, index=rows.index)
+    for _, runs in rows.groupby(["task", "machine_kind"], dropna=False, sort=False):
+        baselines = runs[(runs["sifter"] == BASELINE) & runs["train_time_s"].notna()]
+        if baselines.empty:
+            continue
+        # A baseline timed while other processes used the machine measures them too: it is a reference only
+        # when its kind has no clean baseline of the task.
+        clean = baselines[~(baselines["other_cpu_fraction"] > CONTENDED_FRACTION)]
+        baselines = clean if not clean.empty else baselines
+        # In time order, so idxmin's first-of-equals is the earlier baseline, whatever the frame's order.
+        baselines = baselines.sort_values("midpoint_s", kind="stable")
+        to_mean_work = (baselines["work_trained"].mean() / baselines["work_trained"]).fillna(1.0)
+        time_at_mean_work = baselines["train_time_s"] * to_mean_work
+        cost_at_mean_work = baselines["cost_usd"] * to_mean_work
+        for index in runs.index:
+            distance = (baselines["midpoint_s"] - runs.at[index, "midpoint_s"]).abs()
+            if distance.notna().any():
+                nearest = distance.idxmin()
+                references.loc[index, REFERENCE_COLUMNS] = [baselines.at[nearest, "run_id"],
+                                                            time_at_mean_work[nearest], cost_at_mean_work[nearest]]
+            else:
+                references.loc[index, REFERENCE_COLUMNS] = [np.nan, time_at_mean_work.mean(),
+                                                            cost_at_mean_work.mean()]
+        # How far each reference baseline's own timing is from their mean: the noise any savings figure sits on.
+        references.loc[baselines.index, "baseline_deviation"] = 100 * (1 - time_at_mean_work
+                                                                       / time_at_mean_work.mean())
+    return references
+
+
+def paired_savings(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each run's % time and cost savings against its time reference (`timing_references`: the baseline of its
+    own task and machine kind nearest in time): 100 * (1 - time / reference time). NaN where that kind has no
+    baseline run of the task. (A baseline row reports 0 by definition: `savings_stats`.)
+
+    Pairing within a kind and in time is what lets runs from different machines and sittings share a table: a
+    ratio measured on one machine at one time, not a time, is what is averaged."""
+    rows = pd.concat([rows, timing_references(rows)], axis=1)
+    rows["run_time_savings"] = 100 * (1 - rows["train_time_s"] / rows["reference_time_s"].astype(float))
+    rows["run_cost_savings"] = 100 * (1 - rows["cost_usd"] / rows["reference_cost_usd"].astype(float))
+    return rows
+
+
+def runs_without_baseline(used: pd.DataFrame) -> dict[str, str]:
+    """run_id -> machine kind, for the runs whose kind has no baseline run of their task: no savings for them."""
+    rows = paired_savings(run_rows(used))
+    lacking = rows[rows["run_time_savings"].isna() & rows["train_time_s"].notna()
+                   & rows["task"].isin(rows.loc[rows["sifter"] == BASELINE, "task"])]
+    return dict(zip(lacking["run_id"], lacking["machine_kind"]))
+
+
+def savings_stats(group: pd.DataFrame) -> dict[str, float]:
+    """A row's % time and cost savings and their spread over its runs. The baseline row's savings are 0 by
+    definition (it is the reference), and its std is the spread of its own timings (`baseline_deviation`): what a
+    baseline would read as "savings" against its mean, the floor under every other row's std."""
+    if (group["sifter"] == BASELINE).all():
+        deviation = group["baseline_deviation"].dropna()
+        return {"pct_time_savings": 0.0 if len(deviation) else math.nan, "pct_time_savings_std": deviation.std(),
+                "pct_cost_savings": 0.0 if len(deviation) else math.nan}
+    return {"pct_time_savings": group["run_time_savings"].mean(),
+            "pct_time_savings_std": group["run_time_savings"].std(),
+            "pct_cost_savings": group["run_cost_savings"].mean()}

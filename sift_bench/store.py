@@ -1,0 +1,108 @@
+"""The MLflow store a sweep writes: opening it (a sqlite file under a lock, its artifacts beside it) and the questions
+a job asks it before it runs (is this config FINISHED already? which machine kinds timed this task?)."""
+
+import contextlib
+import fcntl
+import sqlite3
+from pathlib import Path
+
+import mlflow
+from mlflow.tracking import MlflowClient
+from omegaconf import DictConfig
+
+from sift_bench.machine import CONTENDED_FRACTION
+
+ARTIFACTS_FOLDER = "mlartifacts"
+
+
+def sqlite_file(uri: str) -> Path | None:
+    """A sqlite store's file, or None for any other store."""
+    return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
+
+
+@contextlib.contextmanager
+def store_lock(store_file: Path | None):
+    """Holds an exclusive lock on a sqlite store (a `.lock` file beside it) across processes; no-op for a server.
+
+    Opening a new sqlite store runs MLflow's schema migrations, and two processes that do it at once fail
+    (`duplicate column name: step`); two that create the experiment at once fail likewise."""
+    if store_file is None:
+        yield
+        return
+    store_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(store_file.with_name(store_file.name + ".lock"), "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def use_store(uri: str, experiment_name: str) -> str:
+    """Point MLflow at the store and experiment, creating the experiment with artifacts next to a sqlite file."""
+    with store_lock(sqlite_file(uri)):
+        return _use_store(uri, experiment_name)
+
+
+def _use_store(uri: str, experiment_name: str) -> str:
+    mlflow.set_tracking_uri(uri)
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name(experiment_name)
+    if experiment is not None:
+        return experiment.experiment_id
+    store_file = sqlite_file(uri)
+    if store_file is None:
+        return client.create_experiment(experiment_name)
+    experiment_id = client.create_experiment(
+        experiment_name, artifact_location=(store_file.parent.resolve() / ARTIFACTS_FOLDER).as_uri())
+    # MLflow stores an absolute artifact location; a relative one, read against the store's own folder (see
+    # log_config), lets a committed store move to any clone and resume there.
+    with sqlite3.connect(store_file) as connection:
+        connection.execute("PRAGMA secure_delete = ON")  # so the replaced absolute path leaves no trace in the file
+        # Experiment 0 is MLflow's own "Default", made with the store, at an absolute ./mlruns of the caller.
+        connection.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id IN (0, ?)",
+                           (ARTIFACTS_FOLDER, int(experiment_id)))
+    return experiment_id
+
+
+def find_finished_run(uri: str, experiment_id: str, fingerprint: str, timing_slot: str | None = None,
+                      clean_only: bool = False) -> str | None:
+    """A FINISHED run with this config hash; for the `last` timing slot of a table's baseline, one in that slot;
+    with `clean_only`, one during which other processes used at most CONTENDED_FRACTION of a core."""
+    slot = " and tags.timing_slot = 'last'" if timing_slot == "last" else ""
+    clean = f" and metrics.other_cpu_fraction <= {CONTENDED_FRACTION}" if clean_only else ""
+    runs = MlflowClient(uri).search_runs(
+        [experiment_id], max_results=1,
+        filter_string=f"tags.config_hash = '{fingerprint}' and attributes.status = 'FINISHED'{slot}{clean}")
+    return runs[0].info.run_id if runs else None
+
+
+def finished_machine_kinds(uri: str, experiment_id: str, task: str, scale: str,
+                           sifter: str | None = None, since_ms: int | None = None) -> dict[str, int]:
+    """How many FINISHED runs of this task and scale (and sifter, and started at or after `since_ms`, if given)
+    the store holds per machine kind."""
+    sifter_filter = f" and tags.sifter = '{sifter}'" if sifter else ""
+    if since_ms is not None:
+        sifter_filter += f" and attributes.start_time >= {since_ms}"
+    runs = MlflowClient(uri).search_runs(
+        [experiment_id], max_results=50_000,
+        filter_string=f"tags.task = '{task}' and tags.scale = '{scale}'{sifter_filter} and attributes.status = 'FINISHED'")
+    kinds: dict[str, int] = {}
+    for run in runs:
+        kind = run.data.tags.get("machine.kind", "untagged (logged before machine.kind existed)")
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return kinds
+
+
+def other_machine_error(cfg: DictConfig, kinds: dict[str, int], this_kind: str) -> str | None:
+    """Why this machine must not add runs to a store whose runs of the same task and scale came from another
+    machine kind (their training times cannot be compared), or None when it may."""
+    others = {kind: count for kind, count in kinds.items() if kind != this_kind}
+    if not others:
+        return None
+    held = "; ".join(f"{count} on '{kind}'" for kind, count in others.items())
+    return (f"tracking.require_same_machine=true: {cfg.tracking.uri} holds FINISHED {cfg.task.name} runs at "
+            f"scale={cfg.scale.name} from another machine kind ({held}), and this machine is '{this_kind}'. "
+            "Training times from different kinds cannot be compared in one table. Run it on a machine of that "
+            "kind, point tracking.uri (SIFT_BENCH_STORE for experiments/savings_table.sh) at another store, or set "
+            "tracking.require_same_machine=false")
