@@ -8,6 +8,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import math
 import os
 import sqlite3
 import subprocess
@@ -18,7 +19,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
-from sift_bench.machine import CONTENDED_FRACTION
+from sift_bench.machine import CONTENDED_FRACTION, is_contended
 
 PARENT_RUN_ENV = "SIFT_BENCH_PARENT_RUN_ID"
 SWEEP_STARTED_ENV = "SIFT_BENCH_SWEEP_STARTED_MS"  # when this sitting's sweep began, in ms since the epoch
@@ -27,6 +28,7 @@ SWEEP_STARTED_ENV = "SIFT_BENCH_SWEEP_STARTED_MS"  # when this sitting's sweep b
 NOT_HASHED = ("paths", "tracking", "hydra", "sweep_name", "table", "cost")
 NOT_HASHED_TRAINER = ("progress", "num_threads")
 ARTIFACTS_FOLDER = "mlartifacts"
+CONTENDED_TAG = "timing.contended"  # "true" when other processes used the machine while the run trained
 
 
 def flatten(tree, prefix: str = "") -> dict[str, str]:
@@ -375,3 +377,5 @@ def log_final(result, cost_usd: float) -> None:
         # Under DDP: sums over the ranks (steps: each rank's batches, the same on every rank).
         "samples_left_over": result.samples_left_over, "sift_sync_time_s": result.sync_time_s, "steps": result.steps,
     }, step=len(result.history) - 1)
+    if not math.isnan(result.other_cpu_fraction):  # unmeasured without /proc/stat
+        mlflow.set_tag(CONTENDED_TAG, str(is_contended(result.other_cpu_fraction)).lower())

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import CONF_DIR, ROOT, compose_config, offline_data_dir, run_cli
+from conftest import CACHE_DIR, CONF_DIR, ROOT, compose_config, offline_data_dir, run_cli
 
 FINAL_METRICS = ("val_accuracy", "test_accuracy", "train_time_s", "sift_time_s", "eval_time_s", "cost_usd", "pct_accepted",
                  "samples_seen", "samples_trained", "time_to_target_s")
@@ -182,7 +182,7 @@ def test_an_unreachable_hub_model_is_reported_with_the_offline_alternative(store
 
 def test_a_table_store_refuses_a_second_machine_kind_per_task(store, tmp_path):
     client = MlflowClient(store)
-    experiment_id = client.create_experiment("sift_bench")
+    experiment_id = client.create_experiment("sift_bench", artifact_location=(tmp_path / "mlartifacts").as_uri())
     for task in ("sst2_bert", "cifar10_resnet"):
         run = client.create_run(experiment_id, tags={"task": task, "scale": "smoke", "machine.kind": "Other CPU, 2 cores"})
         client.set_terminated(run.info.run_id, "FINISHED")
@@ -232,13 +232,15 @@ def test_a_job_after_start_before_is_skipped_before_anything_loads(store, tmp_pa
 def test_the_table_script_goes_on_to_the_next_sweep_when_one_is_refused(store, tmp_path):
     # The store's CIFAR runs came from another machine kind: the ResNet sweep is refused, the BERT sweep runs.
     client = MlflowClient(store)
-    run = client.create_run(client.create_experiment("sift_bench"),
+    # An artifact location of its own: MLflow's default is ./mlruns of the test's process, the checkout.
+    experiment_id = client.create_experiment("sift_bench", artifact_location=(tmp_path / "mlartifacts").as_uri())
+    run = client.create_run(experiment_id,
                             tags={"task": "cifar10_resnet", "scale": "smoke", "machine.kind": "Other CPU, 2 cores"})
     client.set_terminated(run.info.run_id, "FINISHED")
     out = tmp_path / "results"
     env = {**os.environ, "SIFT_BENCH_STORE": store, "SIFT_BENCH_OUT": str(out),
            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",  # the script calls `python`
-           "SIFT_BENCH_CACHE_DIR": str(ROOT / ".cache" / "sift_bench"), "SIFT_BENCH_DATA_DIR": str(offline_data_dir())}
+           "SIFT_BENCH_CACHE_DIR": str(CACHE_DIR), "SIFT_BENCH_DATA_DIR": str(offline_data_dir())}
     result = subprocess.run(["bash", str(ROOT / "experiments" / "savings_table.sh"), "smoke", "hydra.sweeper.params.seed=0",
                              "tracking.require_same_machine=true", f"hydra.sweep.dir={tmp_path}/multirun"], cwd=ROOT,
                             env=env, capture_output=True, text=True, timeout=900)
