@@ -197,7 +197,7 @@ def main(cfg: DictConfig) -> float | None:
 def refusal(error: CompactHydraException) -> str:
     """Hydra's refusal of the command's settings. For a key a typed group lacks, the field most likely meant instead
     of Hydra's advice to append it with `+`, which the schema refuses as well."""
-    first_line, *rest = str(error).splitlines()
+    first_line, *rest = (str(error) or type(error).__name__).splitlines()
     typed = refused_key(error.__cause__)
     if typed:
         return f"{first_line.rstrip('.')}: {typed}"

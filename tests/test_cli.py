@@ -91,6 +91,68 @@ def test_bad_values_fail_fast_with_a_clear_message(overrides, message, store, tm
     assert runs_in(store)[1] == []  # no run was started: it failed before training
 
 
+@pytest.mark.parametrize("typo", ["trainer.epoch=1", "+trainer.epoch=1"])
+def test_a_misspelled_key_is_answered_with_the_key_meant(typo, store, tmp_path):
+    # Hydra would advise `+trainer.epoch=1`, which the schema refuses too: the answer is the key the user meant.
+    result = run_cli([typo, f"tracking.uri={store}"], tmp_path, timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "Key 'epoch' not in 'TrainerConfig'; did you mean trainer.epochs?" in result.stderr
+    assert "To append" not in result.stderr
+    assert runs_in(store)[1] == []
+
+
+def test_the_experiments_baseline_and_random_control_run_as_a_sweep(store, tmp_path):
+    # `+experiment=bert sifter=none` is the README run's baseline: the experiment sets no key of its own sifter.
+    result = run_cli(["-m", "+experiment=bert", "sifter=none,random", "scale=smoke", "trainer.epochs=1",
+                      f"tracking.uri={store}"], tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    _, runs = runs_in(store)
+    parents = [r for r in runs if r.data.tags.get("run_kind") == "sweep"]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert sorted(r.data.tags["sifter"] for r in children) == ["none", "random"]
+    assert all(r.info.status == "FINISHED" and r.data.tags["task"] == "sst2_bert" for r in children)
+
+
+@pytest.mark.parametrize("sweep,message", [
+    ("trainer.epochs=0,1", "trainer.epochs=0 is not allowed"),  # refused by the job's validation
+    ("trainer.epoch=1,2", "did you mean trainer.epochs?"),  # refused by Hydra, composing the sweep's jobs
+])
+def test_a_sweep_refused_before_any_job_ran_leaves_no_parent_run(sweep, message, store, tmp_path):
+    result = run_cli(["-m", "task=sst2_bert", "scale=smoke", sweep, f"tracking.uri={store}"], tmp_path, timeout=120)
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
+    assert runs_in(store)[1] == []  # not even a FAILED parent without children
+
+
+def train_result(other_cpu_fraction: float):
+    from sift_bench.train import EvalPoint, TrainResult
+
+    point = EvalPoint(epoch=1.0, samples_seen=20000, samples_trained=5000, train_time_s=100.0, train_loss=0.4,
+                      val_accuracy=86.0, test_accuracy=83.0, pct_accepted=25.0, lr_multiplier=0.0)
+    return TrainResult(val_accuracy=86.0, test_accuracy=83.0, train_time_s=100.0, sift_time_s=40.0, eval_time_s=15.0,
+                       samples_seen=20000, samples_trained=5000, pct_accepted=25.0, time_to_target_s=math.nan,
+                       work_trained=5000, other_cpu_s=100.0 * other_cpu_fraction,
+                       other_cpu_fraction=other_cpu_fraction, history=[point])
+
+
+def test_a_run_timed_on_a_busy_machine_says_so_in_its_summary_and_its_tags(store):
+    import mlflow
+
+    from sift_bench import tracking
+    from sift_bench.__main__ import summary
+
+    cfg = compose_config(["+experiment=bert", f"tracking.uri={store}"])
+    busy = summary(cfg, train_result(0.31), 0.0064, "run-id")
+    assert ("machine      busy: other processes used 0.31 of a core while it trained (over 0.05): its train time is "
+            "suspect") in busy
+    assert "busy" not in summary(cfg, train_result(0.01), 0.0064, "run-id")
+    experiment_id = tracking.use_store(store, "sift_bench")
+    for fraction, contended in ((0.31, "true"), (0.01, "false")):
+        with mlflow.start_run(experiment_id=experiment_id) as run:
+            tracking.log_final(train_result(fraction), 0.0064)
+        assert MlflowClient(store).get_run(run.info.run_id).data.tags["timing.contended"] == contended
+
+
 def test_a_missing_data_set_is_reported_with_where_it_looked(store, tmp_path):
     empty = tmp_path / "empty_data"
     empty.mkdir()
@@ -288,9 +350,14 @@ def test_help_says_what_sift_bench_does_with_the_commands_and_groups(tmp_path):
     assert result.returncode == 0
     assert result.stdout.startswith("sift_bench: does smart sifting")
     assert "python -m sift_bench +experiment=bert" in result.stdout
-    for group in ("task:", "sifter:", "scale:"):
-        assert group in result.stdout
-    assert "relative_probabilistic" in result.stdout and "beta_value" in result.stdout
+    # The groups a user picks, each with its options; none of those the configs pick themselves.
+    assert "+experiment: bert, bert_hf, bert_table" in result.stdout
+    assert "sifter: infobatch, none, random, relative_probabilistic, stale_loss" in result.stdout
+    assert "task: cifar10_resnet, sst2_bert" in result.stdout and "scale: cpu, gpu, smoke" in result.stdout
+    assert "joblib" in result.stdout and "slurm" in result.stdout
+    for internal in ("schema:", "table_row:", "task_scale:"):
+        assert internal not in result.stdout
+    assert "beta_value" in result.stdout  # the config's keys follow
 
 
 def test_a_table_resume_trains_again_a_run_timed_on_a_busy_machine(store, tmp_path):
