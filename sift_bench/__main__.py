@@ -12,13 +12,16 @@ import hydra
 import mlflow
 import numpy as np
 import torch
-from omegaconf import DictConfig
+from hydra.errors import CompactHydraException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+from tqdm.contrib.logging import logging_redirect_tqdm
 
-import sift_bench.schema  # noqa: F401  (registers the typed configs the yaml files extend)
 from sift_bench import distributed, liveness, store, tracking
 from sift_bench.data import DataNotFoundError
 from sift_bench.identity import config_hash
-from sift_bench.machine import machine_tags
+from sift_bench.machine import CONTENDED_FRACTION, is_contended, machine_tags
+from sift_bench.schema import refused_key  # importing it registers the typed configs the yaml files extend
 from sift_bench.targets import BASELINE, is_baseline
 from sift_bench.tasks import build_task
 from sift_bench.train import train as native_train
@@ -44,11 +47,16 @@ def summary(cfg: DictConfig, result, cost_usd: float, run_id: str) -> str:
         ranks = [f"ranks        {result.world_size} x {cfg.trainer.batch_size // result.world_size} of the batch "
                  f"{cfg.trainer.batch_size}, {result.steps} steps each; {result.samples_left_over} kept samples left "
                  f"over, {result.sift_sync_time_s:.1f} s in the sifter's collectives"]
+    busy = []
+    if is_contended(result.other_cpu_fraction):
+        busy = [f"machine      busy: other processes used {result.other_cpu_fraction:.2f} of a core while it trained "
+                f"(over {CONTENDED_FRACTION:g}): its train time is suspect"]
     return "\n".join([*ranks,
         f"task         {cfg.task.name} (scale={cfg.scale.name}, seed={cfg.seed})",
         f"sifter       {cfg.sifter.name} {label}".rstrip(),
         f"accepted     {result.pct_accepted:.1f} % ({result.samples_trained} of {result.samples_seen} samples)",
         f"train time   {result.train_time_s:.1f} s (scoring {result.sift_time_s:.1f} s, eval {result.eval_time_s:.1f} s apart)",
+        *busy,
         f"cost         ${cost_usd:.4f} at ${cfg.cost.usd_per_hour}/h",
         f"accuracy     {result.test_accuracy:.2f} % test, {result.val_accuracy:.2f} % validation "
         f"(target {cfg.task.target_accuracy} % on validation: {target})",
@@ -153,9 +161,11 @@ def run_job(cfg: DictConfig) -> float | None:
             train = native_train
             if cfg.trainer.loop == "hf_trainer":
                 from sift_bench.train_hf import train
-            result = train(parts, cfg.trainer, device, cfg.scale.precision, sift_config, seed=cfg.seed,
-                           target_accuracy=cfg.task.target_accuracy, on_eval=tracking.EvalLogger() if run else None,
-                           sync=cfg.sifter.get("sync", "global"))
+            # Log lines go through tqdm.write, so none lands on the progress bar's line in a terminal.
+            with logging_redirect_tqdm():
+                result = train(parts, cfg.trainer, device, cfg.scale.precision, sift_config, seed=cfg.seed,
+                               target_accuracy=cfg.task.target_accuracy,
+                               on_eval=tracking.EvalLogger() if run else None, sync=cfg.sifter.get("sync", "global"))
             cost_usd = cfg.cost.usd_per_hour * result.train_time_s / 3600.0
             if run:
                 tracking.log_final(result, cost_usd)
@@ -177,10 +187,44 @@ def run_job(cfg: DictConfig) -> float | None:
     return result.test_accuracy
 
 
+def group_options(group: str) -> str:
+    """A config group's options, wherever on the search path (`--config-dir` included), for --help's template."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    return ", ".join(sorted(GlobalHydra.instance().config_loader().get_group_options(group)))
+
+
+OmegaConf.register_new_resolver("sift_bench.options", group_options, replace=True)
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
     return run_job(cfg)
 
 
+def refusal(error: CompactHydraException) -> str:
+    """Hydra's refusal of the command's settings. For a key a typed group lacks, the field most likely meant instead
+    of Hydra's advice to append it with `+`, which the schema refuses as well."""
+    first_line, *rest = (str(error) or type(error).__name__).splitlines()
+    typed = refused_key(error.__cause__)
+    if typed:
+        return f"{first_line.rstrip('.')}: {typed}"
+    cause = [str(error.__cause__)] if isinstance(error.__cause__, OmegaConfBaseException) else []
+    return "\n".join([first_line, *rest, *cause])
+
+
+def cli() -> None:
+    """`python -m sift_bench`: Hydra's main, its refusals of bad settings answered as sift_bench's own are."""
+    if os.environ.get("HYDRA_FULL_ERROR") == "1":
+        main()  # the user asked for Hydra's full stack traces
+        return
+    # Hydra prints a refusal itself and exits; told to raise it instead, it lets the answer name the key meant.
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        main()
+    except CompactHydraException as error:
+        fail(refusal(error))
+
+
 if __name__ == "__main__":
-    main()
+    cli()

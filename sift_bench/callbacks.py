@@ -4,7 +4,8 @@ The parent is made (or, for a resumed sweep, found) once, before the launcher st
 Its id reaches each job in two ways: the environment (SIFT_BENCH_PARENT_RUN_ID, which joblib's workers and
 submitit's local jobs inherit) and this callback itself, which Hydra pickles into every job it launches (a
 joblib worker, a submitit job, local or on SLURM) and runs there (on_job_start), so a SLURM job started with
-`--export=NONE` finds its parent too. Each job then starts its run with `parent_run_id=`.
+`--export=NONE` finds its parent too. Each job then starts its run with `parent_run_id=`. A sweep that stops before
+any job started a run (a job's settings refused) leaves no parent behind.
 """
 
 import atexit
@@ -37,7 +38,9 @@ class MlflowSweepParent(Callback):
     def __init__(self):
         # Only plain values: Hydra pickles this object into every job's process.
         self.uri = None
+        self.experiment_id = None
         self.run_id = None
+        self.created = False  # this sitting made the parent (not a resumed sweep's)
         self.sweep_started_ms = None
 
     def on_multirun_start(self, config, **kwargs) -> None:
@@ -45,7 +48,7 @@ class MlflowSweepParent(Callback):
             return  # under torchrun every rank runs the sweep; rank 0 alone talks to MLflow
         # Made here, once, before any job: parallel jobs then never create the store or the experiment at once.
         experiment_id = use_store(config.tracking.uri, config.tracking.experiment_name)
-        self.uri = config.tracking.uri
+        self.uri, self.experiment_id = config.tracking.uri, experiment_id
         client = MlflowClient(self.uri)
         # Runs a killed sitting left RUNNING (and its sweep's parent) end as lost before this sweep adds any.
         liveness.mark_lost_runs(self.uri, experiment_id)
@@ -60,6 +63,7 @@ class MlflowSweepParent(Callback):
                 run_name=f"{name} {config.scale.name} {datetime.now():%Y-%m-%d %H:%M}",
                 tags={"sweep": name, "scale": config.scale.name, "run_kind": "sweep", **alive},
             ).info.run_id
+            self.created = True
         else:
             for key, value in alive.items():
                 client.set_tag(parent, key, value)
@@ -88,8 +92,18 @@ class MlflowSweepParent(Callback):
 
     def _end(self, status: str) -> None:
         if self.run_id is not None:
-            MlflowClient(self.uri).set_terminated(self.run_id, status)
+            client = MlflowClient(self.uri)
+            if status == "FAILED" and self.created and not self._has_children(client):
+                # Stopped before any job started a run (a job's settings were refused): a parent without children
+                # would record only that a sweep was tried, so this sitting leaves none behind.
+                client.delete_run(self.run_id)
+            else:
+                client.set_terminated(self.run_id, status)
             _parent_alive.close()
             os.environ.pop(PARENT_RUN_ENV, None)
             os.environ.pop(SWEEP_STARTED_ENV, None)
             self.run_id = None
+
+    def _has_children(self, client: MlflowClient) -> bool:
+        return bool(client.search_runs([self.experiment_id], max_results=1,
+                                       filter_string=f"tags.mlflow.parentRunId = '{self.run_id}'"))

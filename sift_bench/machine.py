@@ -20,8 +20,13 @@ def machine_busy_seconds() -> float | None:
 
 # Other processes' CPU per second of a run's wall time, in cores, above which the run's time is suspect: the
 # report flags such runs, uses them as a time reference only when no other baseline is clean, and the table
-# sweeps (tracking.rerun_contended) train them again.
+# sweeps (tracking.rerun_contended) train them again; the job's summary and its `timing.contended` tag say so too.
 CONTENDED_FRACTION = 0.05
+
+
+def is_contended(other_cpu_fraction: float) -> bool:
+    """Whether other processes used more than CONTENDED_FRACTION of a core while the run trained (False unmeasured)."""
+    return other_cpu_fraction > CONTENDED_FRACTION
 
 
 class OtherCpuMeter:

@@ -3,7 +3,7 @@
 Each yaml of a group lists its schema first in its defaults (`- /schema/trainer@_here_`), so composition refuses a
 misspelled key (`trainer.epoch=3`) or a wrong type (`trainer.epochs=three`) with Hydra's own message. Hydra appends a
 `+key=value` even to a typed node, so `refuse_unknown_keys` checks the composed config against the same schemas
-before anything runs.
+before anything runs. Either refusal of a key names the field most likely meant (`refused_key`).
 
 The fields mirror the yaml files key for key: a key added here with a default would enter every run's config and
 change its `config_hash`, so the committed table's runs would no longer be found (tests/test_identity.py). Settings
@@ -11,11 +11,13 @@ that have been given both as integers and as decimals (`beta_value: 1`, `beta_va
 type would turn 1 into 1.0, another config hash; their range checks are the sift configs' own.
 """
 
-from dataclasses import dataclass, field
+import difflib
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
 from sift_bench.errors import ConfigError
 
@@ -210,6 +212,21 @@ def register() -> None:
         store.store(group="schema", name=name, node=schema)
 
 
+def refused_key(error: BaseException | None, group: str = "") -> str | None:
+    """OmegaConf's refusal of a key that a typed node lacks, as one line that names the field most likely meant and
+    where the allowed ones are: "Key 'epoch' not in 'TrainerConfig'; did you mean trainer.epochs? (allowed: ...)".
+    None for any other error. `group`: the group the error's `full_key` is relative to, when not the config's root."""
+    schema, key = getattr(error, "object_type", None), getattr(error, "key", None)
+    if not (isinstance(error, (ConfigKeyError, ConfigAttributeError)) and isinstance(schema, type)
+            and is_dataclass(schema) and isinstance(key, str)):
+        return None
+    path = [part for part in (group, *str(error.full_key).split(".")) if part]
+    meant = difflib.get_close_matches(key, [f.name for f in fields(schema)], n=1)
+    hint = f"; did you mean {'.'.join([*path[:-1], meant[0]])}?" if meant else ""
+    return (f"{str(error).splitlines()[0]}{hint} (allowed: the keys of {schema.__name__}; see conf/{path[0]}/ and "
+            "sift_bench/schema.py)")
+
+
 def refuse_unknown_keys(cfg: DictConfig) -> None:
     """Raise ConfigError naming the first key of a typed group that its schema lacks (a `+key=value` typo)."""
     for group in ("paths", "cost", "scale", "trainer", "tracking", "sifter", "task"):
@@ -220,9 +237,9 @@ def refuse_unknown_keys(cfg: DictConfig) -> None:
         try:
             OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.to_container(node, resolve=False))
         except Exception as error:  # OmegaConf's own message names the key and the schema
-            first_line = str(error).splitlines()[0]
-            raise ConfigError(f"{group}: {first_line} (allowed: the keys of {schema.__name__}; "
-                              f"see conf/{group}/ and sift_bench/schema.py)") from None
+            refusal = refused_key(error, group) or (f"{str(error).splitlines()[0]} (allowed: the keys of "
+                                                    f"{schema.__name__}; see conf/{group}/ and sift_bench/schema.py)")
+            raise ConfigError(f"{group}: {refusal}") from None
 
 
 register()

@@ -6,6 +6,7 @@ The store is always named explicitly (default `sqlite:///mlflow.db`, relative to
 command runs), so `mlflow ui --backend-store-uri sqlite:///mlflow.db` shows the runs.
 """
 
+import math
 import os
 import subprocess
 from pathlib import Path
@@ -15,13 +16,14 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from sift_bench.identity import flatten
-from sift_bench.machine import machine_tags
+from sift_bench.machine import is_contended, machine_tags
 from sift_bench.metrics import EVAL_METRICS, FINAL_METRICS
 from sift_bench.portable import portable, portable_tree
 from sift_bench.store import sqlite_file
 
 PARENT_RUN_ENV = "SIFT_BENCH_PARENT_RUN_ID"
 SWEEP_STARTED_ENV = "SIFT_BENCH_SWEEP_STARTED_MS"  # when this sitting's sweep began, in ms since the epoch
+CONTENDED_TAG = "timing.contended"  # "true" when other processes used the machine while the run trained
 def _git(*args: str) -> str | None:
     """What `git ARGS` prints in the checkout sift_bench runs from, or None (no git, no checkout, an error)."""
     try:
@@ -145,3 +147,5 @@ class EvalLogger:
 def log_final(result, cost_usd: float) -> None:
     values = {name: cost_usd if name == "cost_usd" else getattr(result, name) for name in FINAL_METRICS}
     mlflow.log_metrics(values, step=len(result.history) - 1)  # the last evaluation's step
+    if not math.isnan(result.other_cpu_fraction):  # unmeasured without /proc/stat
+        mlflow.set_tag(CONTENDED_TAG, str(is_contended(result.other_cpu_fraction)).lower())

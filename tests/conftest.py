@@ -1,6 +1,7 @@
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,39 @@ import sift_bench.schema  # noqa: F401  (registers the typed configs the yaml fi
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = ROOT / "conf"
+# The data caches the tests build (tokenised sentences, decoded images): outside the checkout, kept between sessions.
+CACHE_DIR = Path(tempfile.gettempdir()) / f"sift_bench_test_cache_{os.getuid()}"
+# What git does not track that any run of Python or pytest makes in a checkout.
+BYTECODE_AND_PYTEST = ("__pycache__", ".pytest_cache")
+
+
+def untracked_paths() -> set[str] | None:
+    """What the checkout holds beyond git's tracked files, untracked or ignored, a new folder as one path (bytecode
+    and pytest's cache aside); None outside a git checkout."""
+    try:
+        listed = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=ROOT, capture_output=True,
+                                text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if listed.returncode != 0:
+        return None
+    paths = {line[3:] for line in listed.stdout.splitlines() if line[:2] in ("??", "!!")}
+    return {path for path in paths if not set(Path(path).parts) & set(BYTECODE_AND_PYTEST)}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def checkout_stays_clean():
+    """Tests write only under temporary folders: the session fails if it left anything new in the checkout (an
+    `mlruns/` of a store made without an artifact location, a cache, a run's outputs)."""
+    before = untracked_paths()
+    with pytest.MonkeyPatch.context() as env:
+        # In-process configs resolve paths.cache_dir from it, and every job the tests start inherits it.
+        env.setenv("SIFT_BENCH_CACHE_DIR", str(CACHE_DIR))
+        yield
+    after = untracked_paths()
+    if before is not None and after is not None:
+        left = sorted(after - before)
+        assert not left, f"the tests left {left} in the checkout {ROOT}: write under tmp_path instead"
 
 
 def offline_data_dir() -> Path:
@@ -40,7 +74,7 @@ def compose_config(overrides: list[str]):
 def run_cli(args: list[str], cwd: Path, timeout: float = 300, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
     """Run the real entry point, `python -m sift_bench ...`, in its own process; `pythonpath`: a folder a user's
     task or policy module is imported from."""
-    env = {**os.environ, "SIFT_BENCH_DATA_DIR": str(offline_data_dir()), "SIFT_BENCH_CACHE_DIR": str(ROOT / ".cache" / "sift_bench")}
+    env = {**os.environ, "SIFT_BENCH_DATA_DIR": str(offline_data_dir()), "SIFT_BENCH_CACHE_DIR": str(CACHE_DIR)}
     if pythonpath is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(pythonpath), os.environ.get("PYTHONPATH")]))
     return subprocess.run(

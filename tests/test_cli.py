@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import CONF_DIR, ROOT, compose_config, offline_data_dir, run_cli
+from conftest import CACHE_DIR, CONF_DIR, ROOT, compose_config, offline_data_dir, run_cli
 
 FINAL_METRICS = ("val_accuracy", "test_accuracy", "train_time_s", "sift_time_s", "eval_time_s", "cost_usd", "pct_accepted",
                  "samples_seen", "samples_trained", "time_to_target_s")
@@ -89,6 +89,68 @@ def test_bad_values_fail_fast_with_a_clear_message(overrides, message, store, tm
     assert message in result.stderr
     assert "Traceback" not in result.stderr  # a message, not a stack trace
     assert runs_in(store)[1] == []  # no run was started: it failed before training
+
+
+@pytest.mark.parametrize("typo", ["trainer.epoch=1", "+trainer.epoch=1"])
+def test_a_misspelled_key_is_answered_with_the_key_meant(typo, store, tmp_path):
+    # Hydra would advise `+trainer.epoch=1`, which the schema refuses too: the answer is the key the user meant.
+    result = run_cli([typo, f"tracking.uri={store}"], tmp_path, timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "Key 'epoch' not in 'TrainerConfig'; did you mean trainer.epochs?" in result.stderr
+    assert "To append" not in result.stderr
+    assert runs_in(store)[1] == []
+
+
+def test_the_experiments_baseline_and_random_control_run_as_a_sweep(store, tmp_path):
+    # `+experiment=bert sifter=none` is the README run's baseline: the experiment sets no key of its own sifter.
+    result = run_cli(["-m", "+experiment=bert", "sifter=none,random", "scale=smoke", "trainer.epochs=1",
+                      f"tracking.uri={store}"], tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    _, runs = runs_in(store)
+    parents = [r for r in runs if r.data.tags.get("run_kind") == "sweep"]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert sorted(r.data.tags["sifter"] for r in children) == ["none", "random"]
+    assert all(r.info.status == "FINISHED" and r.data.tags["task"] == "sst2_bert" for r in children)
+
+
+@pytest.mark.parametrize("sweep,message", [
+    ("trainer.epochs=0,1", "trainer.epochs=0 is not allowed"),  # refused by the job's validation
+    ("trainer.epoch=1,2", "did you mean trainer.epochs?"),  # refused by Hydra, composing the sweep's jobs
+])
+def test_a_sweep_refused_before_any_job_ran_leaves_no_parent_run(sweep, message, store, tmp_path):
+    result = run_cli(["-m", "task=sst2_bert", "scale=smoke", sweep, f"tracking.uri={store}"], tmp_path, timeout=120)
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
+    assert runs_in(store)[1] == []  # not even a FAILED parent without children
+
+
+def train_result(other_cpu_fraction: float):
+    from sift_bench.train import EvalPoint, TrainResult
+
+    point = EvalPoint(epoch=1.0, samples_seen=20000, samples_trained=5000, train_time_s=100.0, train_loss=0.4,
+                      val_accuracy=86.0, test_accuracy=83.0, pct_accepted=25.0, lr_multiplier=0.0)
+    return TrainResult(val_accuracy=86.0, test_accuracy=83.0, train_time_s=100.0, sift_time_s=40.0, eval_time_s=15.0,
+                       samples_seen=20000, samples_trained=5000, pct_accepted=25.0, time_to_target_s=math.nan,
+                       work_trained=5000, other_cpu_s=100.0 * other_cpu_fraction,
+                       other_cpu_fraction=other_cpu_fraction, history=[point])
+
+
+def test_a_run_timed_on_a_busy_machine_says_so_in_its_summary_and_its_tags(store):
+    import mlflow
+
+    from sift_bench import tracking
+    from sift_bench.__main__ import summary
+
+    cfg = compose_config(["+experiment=bert", f"tracking.uri={store}"])
+    busy = summary(cfg, train_result(0.31), 0.0064, "run-id")
+    assert ("machine      busy: other processes used 0.31 of a core while it trained (over 0.05): its train time is "
+            "suspect") in busy
+    assert "busy" not in summary(cfg, train_result(0.01), 0.0064, "run-id")
+    experiment_id = tracking.use_store(store, "sift_bench")
+    for fraction, contended in ((0.31, "true"), (0.01, "false")):
+        with mlflow.start_run(experiment_id=experiment_id) as run:
+            tracking.log_final(train_result(fraction), 0.0064)
+        assert MlflowClient(store).get_run(run.info.run_id).data.tags["timing.contended"] == contended
 
 
 def test_a_missing_data_set_is_reported_with_where_it_looked(store, tmp_path):
@@ -182,7 +244,7 @@ def test_an_unreachable_hub_model_is_reported_with_the_offline_alternative(store
 
 def test_a_table_store_refuses_a_second_machine_kind_per_task(store, tmp_path):
     client = MlflowClient(store)
-    experiment_id = client.create_experiment("sift_bench")
+    experiment_id = client.create_experiment("sift_bench", artifact_location=(tmp_path / "mlartifacts").as_uri())
     for task in ("sst2_bert", "cifar10_resnet"):
         run = client.create_run(experiment_id, tags={"task": task, "scale": "smoke", "machine.kind": "Other CPU, 2 cores"})
         client.set_terminated(run.info.run_id, "FINISHED")
@@ -232,13 +294,15 @@ def test_a_job_after_start_before_is_skipped_before_anything_loads(store, tmp_pa
 def test_the_table_script_goes_on_to_the_next_sweep_when_one_is_refused(store, tmp_path):
     # The store's CIFAR runs came from another machine kind: the ResNet sweep is refused, the BERT sweep runs.
     client = MlflowClient(store)
-    run = client.create_run(client.create_experiment("sift_bench"),
+    # An artifact location of its own: MLflow's default is ./mlruns of the test's process, the checkout.
+    experiment_id = client.create_experiment("sift_bench", artifact_location=(tmp_path / "mlartifacts").as_uri())
+    run = client.create_run(experiment_id,
                             tags={"task": "cifar10_resnet", "scale": "smoke", "machine.kind": "Other CPU, 2 cores"})
     client.set_terminated(run.info.run_id, "FINISHED")
     out = tmp_path / "results"
     env = {**os.environ, "SIFT_BENCH_STORE": store, "SIFT_BENCH_OUT": str(out),
            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",  # the script calls `python`
-           "SIFT_BENCH_CACHE_DIR": str(ROOT / ".cache" / "sift_bench"), "SIFT_BENCH_DATA_DIR": str(offline_data_dir())}
+           "SIFT_BENCH_CACHE_DIR": str(CACHE_DIR), "SIFT_BENCH_DATA_DIR": str(offline_data_dir())}
     result = subprocess.run(["bash", str(ROOT / "experiments" / "savings_table.sh"), "smoke", "hydra.sweeper.params.seed=0",
                              "tracking.require_same_machine=true", f"hydra.sweep.dir={tmp_path}/multirun"], cwd=ROOT,
                             env=env, capture_output=True, text=True, timeout=900)
@@ -286,9 +350,14 @@ def test_help_says_what_sift_bench_does_with_the_commands_and_groups(tmp_path):
     assert result.returncode == 0
     assert result.stdout.startswith("sift_bench: does smart sifting")
     assert "python -m sift_bench +experiment=bert" in result.stdout
-    for group in ("task:", "sifter:", "scale:"):
-        assert group in result.stdout
-    assert "relative_probabilistic" in result.stdout and "beta_value" in result.stdout
+    # The groups a user picks, each with its options; none of those the configs pick themselves.
+    assert "+experiment: bert, bert_hf, bert_table" in result.stdout
+    assert "sifter: infobatch, none, random, relative_probabilistic, stale_loss" in result.stdout
+    assert "task: cifar10_resnet, sst2_bert" in result.stdout and "scale: cpu, gpu, smoke" in result.stdout
+    assert "joblib" in result.stdout and "slurm" in result.stdout
+    for internal in ("schema:", "table_row:", "task_scale:"):
+        assert internal not in result.stdout
+    assert "beta_value" in result.stdout  # the config's keys follow
 
 
 def test_a_table_resume_trains_again_a_run_timed_on_a_busy_machine(store, tmp_path):

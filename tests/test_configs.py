@@ -1,6 +1,7 @@
 """Every experiment and every group option composes through Hydra, with the settings it promises."""
 
 import itertools
+import re
 
 import pytest
 from omegaconf import OmegaConf
@@ -35,6 +36,15 @@ def test_every_experiment_composes(experiment, data_dir):
     cfg = compose_config([f"+experiment={experiment}", f"paths.data_dir={data_dir}"])
     OmegaConf.resolve(cfg)
     validate(cfg)
+
+
+@pytest.mark.parametrize("experiment,sifter", list(itertools.product(EXPERIMENTS, SIFTERS)))
+def test_every_experiment_composes_with_every_sifter(experiment, sifter, data_dir):
+    # An experiment sets only what differs from the groups it picks, so `+experiment=bert sifter=none` is its
+    # baseline and `sifter=none,random` a sweep, each sifter with its own group's settings.
+    cfg = compose_config([f"+experiment={experiment}", f"sifter={sifter}", f"paths.data_dir={data_dir}"])
+    assert OmegaConf.to_container(cfg.sifter) == OmegaConf.to_container(compose_config([f"sifter={sifter}"]).sifter)
+    assert (validate(cfg) is None) == (sifter == "none")
 
 
 def test_experiments_use_the_seed_examples_sifter_settings():
@@ -92,17 +102,33 @@ def test_a_typo_or_a_wrong_type_is_refused_by_composition(override, message):
     assert message in f"{refused.value} {refused.value.__cause__}"
 
 
-@pytest.mark.parametrize("append,key,schema", [
-    ("+sifter.beta_vlaue=1", "beta_vlaue", "RelativeProbabilisticSifter"),
-    ("+trainer.epoch=3", "epoch", "TrainerConfig"),
-    ("+task.data.max_lenght=32", "max_lenght", "Sst2Data"),
+@pytest.mark.parametrize("override,meant", [
+    ("trainer.epoch=3", "trainer.epochs"),
+    ("sifter.beta_vlaue=1", "sifter.beta_value"),
+    ("trainer.optimzer.lr=0.1", "trainer.optimizer"),
 ])
-def test_an_appended_typo_is_refused_before_anything_runs(append, key, schema):
+def test_a_key_refused_by_composition_is_answered_with_the_field_meant(override, meant):
+    from hydra.errors import ConfigCompositionException
+
+    from sift_bench.schema import refused_key
+
+    with pytest.raises(ConfigCompositionException) as refused:
+        compose_config(["+experiment=bert", override])
+    assert f"did you mean {meant}?" in refused_key(refused.value.__cause__)
+    assert refused_key(ValueError("not a refused key")) is None
+
+
+@pytest.mark.parametrize("append,key,schema,meant", [
+    ("+sifter.beta_vlaue=1", "beta_vlaue", "RelativeProbabilisticSifter", "sifter.beta_value"),
+    ("+trainer.epoch=3", "epoch", "TrainerConfig", "trainer.epochs"),
+    ("+task.data.max_lenght=32", "max_lenght", "Sst2Data", "task.data.max_length"),
+])
+def test_an_appended_typo_is_refused_before_anything_runs(append, key, schema, meant):
     # Hydra appends `+key=value` even to a typed node; validation holds the composed config to the same schema.
     from sift_bench.validation import ConfigError
 
     cfg = compose_config(["+experiment=bert", append])
-    with pytest.raises(ConfigError, match=rf"Key '{key}' not in '{schema}'"):
+    with pytest.raises(ConfigError, match=rf"Key '{key}' not in '{schema}'; did you mean {re.escape(meant)}\?"):
         validate(cfg)
 
 

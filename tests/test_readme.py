@@ -15,11 +15,11 @@ def readme_searches() -> list[str]:
     return [line for block in blocks for line in block.splitlines() if SEARCH_START.match(line)]
 
 
-def test_every_search_string_in_the_readme_runs_against_a_real_store(store):
+def test_every_search_string_in_the_readme_runs_against_a_real_store(store, tmp_path):
     searches = readme_searches()
     assert len(searches) >= 3
     client = MlflowClient(store)
-    experiment_id = client.create_experiment("sift_bench")
+    experiment_id = client.create_experiment("sift_bench", artifact_location=(tmp_path / "mlartifacts").as_uri())
     kind = "Intel(R) Xeon(R) Processor, 2 cores, family 6 model 143 amx_bf16 avx512f"
     for task in ("cifar10_resnet", "sst2_bert"):
         for sifter, beta, slot in (("relative_probabilistic", "1", None), ("random", None, None),

@@ -707,12 +707,58 @@ def test_runs_without_history_or_metrics_still_report(empty_store_file, tmp_path
     assert "accuracy_vs_time.png not drawn" in text and "the baseline has no validation accuracy" in text
 
 
+def test_a_bare_report_never_replaces_the_report_of_another_store(full_store, tmp_path, monkeypatch, capsys):
+    # As in a checkout: results/cpu holds the published report, and the user's own store is elsewhere.
+    monkeypatch.chdir(tmp_path)
+    published = tmp_path / "results" / "cpu"
+    published.mkdir(parents=True)
+    (published / "report.md").write_text("the published report\n")
+    with pytest.raises(SystemExit) as refused:
+        main(["--tracking-uri", full_store["uri"]])
+    error = capsys.readouterr().err
+    assert refused.value.code == 2
+    assert "results/cpu holds a report (report.md)" in error and "--out DIR" in error and "--force" in error
+    assert [path.name for path in published.iterdir()] == ["report.md"]
+    assert (published / "report.md").read_text() == "the published report\n"
+    # The folder's own store rebuilds it, --force replaces it and so does --out naming it: each says so.
+    shutil.copy(full_store["folder"] / "mlflow.db", published / "mlflow.db")
+    for argv in (["--tracking-uri", "sqlite:///results/cpu/mlflow.db"], ["--tracking-uri", full_store["uri"], "--force"],
+                 ["--tracking-uri", full_store["uri"], "--out", "results/cpu"]):
+        (published / "report.md").write_text("the published report\n")
+        assert main(argv) == 0
+        assert "(replacing the report that was there)" in capsys.readouterr().out
+        assert (published / "report.md").read_text() != "the published report\n"
+    # Into a folder that holds no report, it writes without a word of replacing.
+    assert main(["--tracking-uri", full_store["uri"], "--scale", "gpu"]) == 0
+    assert "replacing" not in capsys.readouterr().out and (tmp_path / "results" / "gpu" / "table.csv").is_file()
+
+
+def test_the_time_plot_caption_names_the_lines_drawn_and_no_others(empty_store_file, tmp_path):
+    # sst2: no random control at all, so its plot has two lines; cifar: a control brackets beta=3's 26 % accepted.
+    uri, client, experiment_id = new_store(empty_store_file, tmp_path / "store")
+    log = Logger(client, experiment_id)
+    for task, sifters in ((SST2, (NONE, RP3)), (CIFAR, (NONE, RP3, KEEP25))):
+        for sifter, time_s, accuracy, accepted in ((NONE, 100.0, 80.0, 100.0), (RP3, 70.0, 80.2, 26.0),
+                                                   (KEEP25, 60.0, 78.0, 25.0)):
+            if sifter in sifters:
+                log.run(task, sifter, 0, final_metrics(time_s, 0.01, accuracy, accepted),
+                        history=history_of(time_s, accuracy, accepted))
+    out = tmp_path / "out"
+    assert main(["--tracking-uri", uri, "--out", str(out)]) == 0
+    caption = next(line for line in (out / "report.md").read_text().splitlines()
+                   if line.startswith("Accuracy against cumulative training time"))
+    sst2 = re.search(r"sst2_bert on `[^`]+`: ([^;.]*)", caption).group(1)
+    cifar = re.search(r"cifar10_resnet on `[^`]+`: ([^;.]*)", caption).group(1)
+    assert sst2 == "the baseline and the best sifted configuration"
+    assert cifar == "the baseline, the best sifted configuration and the random control nearest it in % accepted"
+
+
 def test_help_names_every_option(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["--help"])
     assert exit_info.value.code == 0
     text = capsys.readouterr().out
-    for option in ("--tracking-uri", "--experiment-name", "--scale", "--machine", "--out", "--from-csv",
+    for option in ("--tracking-uri", "--experiment-name", "--scale", "--machine", "--out", "--force", "--from-csv",
                    "Exit status"):
         assert option in text
 

@@ -1,8 +1,9 @@
 """`python -m sift_bench.report`: the savings table, report.md, plots and CSVs of one scale.
 
 Reads the harness's MLflow store (or, with --from-csv, the runs.csv/history.csv/excluded.csv an earlier report
-wrote, so results/ can be rebuilt without the sqlite file) and writes under results/<scale>/. No file it writes
-holds an absolute path (paths.py): results/ is read on other machines.
+wrote, so results/ can be rebuilt without the sqlite file) and writes to --out, by default results/<scale>/. There it
+never replaces a report of another source (the committed tables) unless told to with --force. No file it writes
+holds an absolute path (sift_bench.portable): results/ is read on other machines.
 Exit status: 0 written; 1 nothing to report (no store, no experiment, or no FINISHED run of the scale), in
 which case nothing is written and earlier results stay; 2 bad usage.
 """
@@ -17,13 +18,16 @@ import pandas as pd
 from sift_bench import report
 from sift_bench.portable import relative_frame, relative_text
 from sift_bench.report import markdown
-from sift_bench.report.plots import PLOT_FILES, SAVINGS_PLOT, TIME_PLOT, plot_accuracy_vs_savings, plot_accuracy_vs_time
+from sift_bench.report.plots import (PLOT_FILES, SAVINGS_PLOT, TIME_PLOT, plot_accuracy_vs_savings,
+                                     plot_accuracy_vs_time, time_plot_caption)
 from sift_bench.report.sources import NothingToReport, read_csv_dir, read_history, read_store, runs_csv_path
 
 # conf/tracking/mlflow.yaml's defaults, so a bare `python -m sift_bench.report` reads what a bare job wrote.
 DEFAULT_URI = "sqlite:///mlflow.db"
 DEFAULT_EXPERIMENT = "sift_bench"
 DEFAULT_SCALE = "cpu"
+REPORT_FILES = ("report.md", "table.csv")  # what says a folder holds a report
+BUDGET_FILES = ("budget.md", "budget.csv")
 def warn(message: str) -> None:
     print(f"sift_bench.report: {message}", file=sys.stderr)
 
@@ -51,12 +55,7 @@ def write_results(out: Path, used: pd.DataFrame, excluded: pd.DataFrame, history
     kinds = dict(zip(used["run_id"], report.machine_kinds(used)))
     drawn = plot_accuracy_vs_time(table, history, kinds, scale, out / TIME_PLOT)
     if drawn:
-        plots[TIME_PLOT] = ("Accuracy against cumulative training time at each evaluation, for the baseline, the "
-                            "best sifted configuration (chosen on validation: the equal-time headline's, else "
-                            f"the most time saved within {report.HEADLINE_TOLERANCE:g} points of the baseline, "
-                            "else the most accurate) and the random control nearest it in % accepted; test "
-                            "accuracy, mean over the seeds run on one machine kind per task: "
-                            + "; ".join(f"{markdown.fmt(task)} on `{kind}`" for task, kind in drawn.items()) + ".")
+        plots[TIME_PLOT] = time_plot_caption(drawn)
 
     notes = []
     for task in report.tasks_without_baseline(table):
@@ -116,7 +115,12 @@ def parser() -> argparse.ArgumentParser:
     cli.add_argument("--task", action="append", metavar="NAME",
                      help="only this task's runs go in (repeat for more; default: every task), for example to "
                           "publish one task's finished table while the other's sweep is still being run")
-    cli.add_argument("--out", type=Path, help="output folder (default results/<scale>)")
+    cli.add_argument("--out", type=Path,
+                     help="output folder (default results/<scale>, where a report of another store is not replaced "
+                          "without --force)")
+    cli.add_argument("--force", action="store_true",
+                     help="without --out: replace the report in results/<scale> (results/budget) even when another "
+                          "store made it")
     cli.add_argument("--from-csv", type=Path, metavar="DIR",
                      help="rebuild from DIR/runs.csv, excluded.csv and history.csv instead of a store (DIR may "
                           "also be the path of the runs.csv, with the other two next to it)")
@@ -125,6 +129,24 @@ def parser() -> argparse.ArgumentParser:
                           "results/budget) from two or more report folders of the same tasks at different training "
                           "budgets, e.g. --budget-from results/cpu results/cpu_long")
     return cli
+
+
+def output_folder(cli, args, default: Path, names: tuple[str, ...], own_folder: Path | None = None) -> Path:
+    """--out, else `default`, refused (exit 2) when it holds a report (`names`) that another source made, unless
+    --force: a bare command in a checkout must not replace the published tables. `own_folder`: the folder of what
+    is read (a store's mlflow.db, the CSVs), which may rebuild its own report."""
+    if args.out is not None:
+        return args.out
+    held = [name for name in names if (default / name).is_file()]
+    if held and not args.force and (own_folder is None or own_folder.resolve() != default.resolve()):
+        cli.error(f"{default} holds a report ({', '.join(held)}) that another source made, which this one would "
+                  f"replace: write elsewhere with --out DIR, or replace it with --force")
+    return default
+
+
+def replaced_note(out: Path, names: tuple[str, ...]) -> str:
+    """What the command's last line adds when it writes over a report, so no report is replaced without a word."""
+    return " (replacing the report that was there)" if any((out / name).is_file() for name in names) else ""
 
 
 def csv_scale(runs: pd.DataFrame) -> str | None:
@@ -140,7 +162,8 @@ def budget_view(cli, args, command: str) -> int:
     for folder in args.budget_from:
         if not (folder / "table.csv").is_file() or not (folder / "runs.csv").is_file():
             cli.error(f"--budget-from: {folder} holds no table.csv and runs.csv (write its report first)")
-    out = args.out or Path("results") / "budget"
+    out = output_folder(cli, args, Path("results") / "budget", BUDGET_FILES)
+    replacing = replaced_note(out, BUDGET_FILES)
     try:
         view = budget.write(args.budget_from, out, command)
     except ValueError as error:
@@ -148,7 +171,7 @@ def budget_view(cli, args, command: str) -> int:
     print(f"sift_bench.report: {len(view)} rows over budgets "
           + ", ".join(f"{task} {sorted(rows['budget_epochs'].unique())} epochs"
                       for task, rows in view.groupby("task", sort=False))
-          + f"; wrote {out}/budget.csv, budget.md, budget.png")
+          + f"; wrote {out}/budget.csv, budget.md, budget.png{replacing}")
     for _, row in view[report.is_sifted(view)].iterrows():
         print(f"  {row['task']} {row['budget_epochs']} epochs  {row['config']}: vs frontier "
               f"{row['accuracy_vs_frontier']:+.2f} ± {row['accuracy_vs_frontier_std']:.2f}, extra savings "
@@ -172,13 +195,18 @@ def main(argv: list[str] | None = None) -> int:
                 cli.error(f"--from-csv: no runs.csv in {args.from_csv}")
             runs, excluded_before, history = read_csv_dir(args.from_csv)
             scale = args.scale or csv_scale(runs) or DEFAULT_SCALE
+            out = output_folder(cli, args, Path("results") / scale, REPORT_FILES, runs_csv_path(args.from_csv).parent)
             source = f"rebuilt from the CSV files in {relative_text(str(runs_csv_path(args.from_csv).parent))}"
         else:
             uri = args.tracking_uri or DEFAULT_URI
             experiment_name = args.experiment_name or DEFAULT_EXPERIMENT
+            scale = args.scale or DEFAULT_SCALE
+            # Refused before the store is read; a folder's own store (results/cpu/mlflow.db) may rebuild its report.
+            own_store = uri.startswith("sqlite:///") and uri.endswith("/mlflow.db")
+            out = output_folder(cli, args, Path("results") / scale, REPORT_FILES,
+                                Path(uri[len("sqlite:///"):]).parent if own_store else None)
             runs = read_store(uri, experiment_name)
             excluded_before = pd.DataFrame(columns=list(report.EXCLUDED_COLUMNS))
-            scale = args.scale or DEFAULT_SCALE
             source = f"experiment `{experiment_name}` in `{relative_text(uri)}`"
         if runs.empty:
             raise NothingToReport(f"{runs_csv_path(args.from_csv)} has no runs" if args.from_csv
@@ -211,13 +239,13 @@ def main(argv: list[str] | None = None) -> int:
             history = read_history(uri, list(used["run_id"]))
         # runs.csv, excluded.csv and the commands in report.md carry no absolute path (data_dir, source.name, ...).
         used, excluded = relative_frame(used), relative_frame(excluded)
-        out = args.out or Path("results") / scale
+        replacing = replaced_note(out, REPORT_FILES)
         table = write_results(out, used, excluded, history, scale, source, report_command)
     except NothingToReport as reason:
         warn(f"{reason}; nothing written")
         return 1
     print(f"sift_bench.report: {len(used)} runs -> {len(table)} rows; wrote {out}/report.md, table.csv, runs.csv, "
-          "history.csv, excluded.csv and plots")
+          f"history.csv, excluded.csv and plots{replacing}")
     for _, line in report.headline_at_equal_time(table).iterrows():
         print(f"  {markdown.fmt(line['task'])} at equal time: {line['statement']}")
     for _, line in report.headline(table).iterrows():

@@ -111,11 +111,12 @@ def _curve(history: pd.DataFrame, run_ids: list[str]) -> pd.DataFrame:
 
 
 def plot_accuracy_vs_time(table: pd.DataFrame, history: pd.DataFrame, kinds: dict[str, str], scale: str,
-                          path: Path) -> dict:
+                          path: Path) -> dict[str, tuple[str, list[str]]]:
     """Per task, accuracy against cumulative training time for the baseline, the best sifted configuration
     and its paired random control, from the runs of one machine kind (`kinds`: run_id -> kind), the kind with
     the most runs among those configurations, since seconds of two kinds do not compare.
-    Returns task -> the kind drawn; empty (and no file) when there is no history to draw."""
+    Returns task -> (the kind drawn, the LINE_ROLES of the lines drawn, in order); empty (and no file) when there
+    is no history to draw."""
     best = report.best_sifted(table)
     pairs = report.pair_controls(table)
     tasks = list(table["task"].drop_duplicates())
@@ -127,27 +128,27 @@ def plot_accuracy_vs_time(table: pd.DataFrame, history: pd.DataFrame, kinds: dic
         axis.set_title(_task_title(rows, task))
         axis.set_xlabel("cumulative training time (s)")
         axis.set_ylabel("test accuracy (%)")
-        lines = [(rows[rows["sifter"] == report.BASELINE].head(1), "baseline (sifter=none)", "black", "-")]
+        lines = [(rows[rows["sifter"] == report.BASELINE].head(1), "baseline (sifter=none)", "black", "-", "baseline")]
         if task in best:
             sifted = table.loc[[best[task]]]
-            lines.append((sifted, f"best sifted: {sifted['config'].iloc[0]}", "C0", "-"))
+            lines.append((sifted, f"best sifted: {sifted['config'].iloc[0]}", "C0", "-", "sifted"))
             pair = pairs[(pairs["task"] == task) & (pairs["config"] == sifted["config"].iloc[0])]
             if len(pair) and pd.notna(pair["nearest_control"].iloc[0]):
                 nearest = pair["nearest_control"].iloc[0]
                 control = rows[(rows["sifter"] == report.CONTROL) & (rows["config"] == nearest)]
-                lines.append((control, f"nearest control: {nearest}", "C1", "--"))
+                lines.append((control, f"nearest control: {nearest}", "C1", "--", "control"))
         lines = [line for line in lines if not line[0].empty]
         run_ids = [run_id for config, *_ in lines for run_id in config["run_ids"].iloc[0].split()]
         plotted = pd.Series([kinds.get(run_id) for run_id in run_ids], dtype=object).dropna()
         kind = plotted.value_counts(sort=False).idxmax() if len(plotted) else None
-        for config, label, color, style in lines:
+        for config, label, color, style, role in lines:
             curve = _curve(history, [run_id for run_id in config["run_ids"].iloc[0].split()
                                      if kinds.get(run_id) == kind])
             if curve.empty:
                 continue
             axis.errorbar(curve["train_time_s"], curve["accuracy"], yerr=curve["accuracy_std"].fillna(0),
                           color=color, linestyle=style, marker="o", markersize=3, capsize=2, label=label)
-            drawn[task] = kind
+            drawn.setdefault(task, (kind, []))[1].append(role)
         if axis.get_legend_handles_labels()[0]:
             axis.legend(fontsize=8)
         else:
@@ -158,3 +159,24 @@ def plot_accuracy_vs_time(table: pd.DataFrame, history: pd.DataFrame, kinds: dic
         figure.savefig(path, dpi=120)
     plt.close(figure)
     return drawn
+
+
+# What each line of accuracy_vs_time.png is, as its caption names it.
+LINE_ROLES = {"baseline": "the baseline",
+              "sifted": "the best sifted configuration",
+              "control": "the random control nearest it in % accepted"}
+
+
+def time_plot_caption(drawn: dict[str, tuple[str, list[str]]]) -> str:
+    """The caption of accuracy_vs_time.png, naming per task the lines drawn there and no others."""
+    def listed(roles: list[str]) -> str:
+        names = [LINE_ROLES[role] for role in roles]
+        return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+    per_task = "; ".join(f"{markdown.fmt(task)} on `{kind}`: {listed(roles)}" for task, (kind, roles) in drawn.items())
+    caption = ("Accuracy against cumulative training time at each evaluation (test accuracy, mean over the seeds run "
+               f"on one machine kind per task), per task: {per_task}.")
+    if any("sifted" in roles for _, roles in drawn.values()):
+        caption += (" The best sifted configuration is chosen on validation: the equal-time headline's, else the most "
+                    f"time saved within {report.HEADLINE_TOLERANCE:g} points of the baseline, else the most accurate.")
+    return caption
