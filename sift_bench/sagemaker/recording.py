@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
-from mlflow.entities import Metric, Param
+from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
 from sift_bench import tracking
@@ -195,7 +195,7 @@ def finish_run(uri: str, run, recorder: ScriptRecorder, script_args: list[str], 
     run_id = run.info.run_id
     first = recorder.sifters[0] if recorder.sifters else None
     dataset = getattr(getattr(first, "orig_dataloader", None), "dataset", None)
-    client.set_tags(run_id, {
+    tags = {
         "sifter": recorder.sifter_name(), "sifters_built": str(len(recorder.sifters)),
         "model": type(first.model).__name__ if first is not None and first.model is not None else "unknown",
         "dataset": type(dataset).__name__ if dataset is not None else "unknown",
@@ -203,11 +203,11 @@ def finish_run(uri: str, run, recorder: ScriptRecorder, script_args: list[str], 
         "script_seeds_itself": str(seed is not None and script_seed != seed).lower(),
         **({"script_seed": str(script_seed)} if seed is not None and script_seed != seed else {}),
         **({"sifter_configs_differ": "true"} if recorder.configs_differ() else {}),
-    })
+    }
     params = {**recorder.params(), "script.args": " ".join(script_args)[:500]}
     already = client.get_run(run_id).data.params
-    client.log_batch(run_id, params=[Param(key, value) for key, value in params.items()
-                                     if key not in already])
+    client.log_batch(run_id, params=[Param(key, value) for key, value in params.items() if key not in already],
+                     tags=[RunTag(key, value) for key, value in tags.items()])
     for start in range(0, len(recorder.metrics), MAX_METRICS_PER_BATCH):
         client.log_batch(run_id, metrics=recorder.metrics[start:start + MAX_METRICS_PER_BATCH])
     final = {**lightning_metrics(recorder.sifters), **recorder.totals(), "train_time_s": wall_s,
