@@ -194,7 +194,9 @@ def finish_run(uri: str, run, recorder: ScriptRecorder, script_args: list[str], 
     client = MlflowClient(uri)
     run_id = run.info.run_id
     first = recorder.sifters[0] if recorder.sifters else None
-    dataset = getattr(getattr(first, "orig_dataloader", None), "dataset", None)
+    loader = getattr(first, "orig_dataloader", None)
+    # enable_sifting's sifter wraps the Trainer's loader in a counter (`.loader`); the data set is that loader's.
+    dataset = getattr(loader, "dataset", None) or getattr(getattr(loader, "loader", None), "dataset", None)
     tags = {
         "sifter": recorder.sifter_name(), "sifters_built": str(len(recorder.sifters)),
         "model": type(first.model).__name__ if first is not None and first.model is not None else "unknown",
