@@ -459,10 +459,23 @@ def test_loss_of_the_wrong_shape_is_named(make, error, message):
 
 
 def test_loader_without_batch_size_is_rejected():
-    batch_sampler = BatchSampler(SequentialSampler(range(10)), batch_size=4, drop_last=False)
-    loader = DataLoader(TensorDataset(torch.arange(10)), batch_sampler=batch_sampler)
+    class SizelessBatches:  # a batch sampler that does not say its size (e.g. one batching by length)
+        def __iter__(self):
+            return iter([[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]])
+
+        def __len__(self):
+            return 3
+
+    loader = DataLoader(TensorDataset(torch.arange(10)), batch_sampler=SizelessBatches())
     with pytest.raises(ValueError, match=r"batch_size must be an int >= 1 .*got None.*batch_sampler"):
         SiftingDataloader(relative_config(), loader, TableLoss(torch.rand(10)), tiny_net())
+
+
+def test_loader_with_a_batch_sampler_takes_its_size_and_drop_last():
+    batch_sampler = BatchSampler(SequentialSampler(range(10)), batch_size=4, drop_last=True)
+    loader = DataLoader(TensorDataset(torch.arange(10)), batch_sampler=batch_sampler)
+    sifter = SiftingDataloader(relative_config(), loader, TableLoss(torch.rand(10)), tiny_net())
+    assert (sifter.batch_size, sifter.drop_last) == (4, True)
 
 
 def test_bad_arguments_are_rejected():

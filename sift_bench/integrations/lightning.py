@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from typing import Any, Iterator
 
 import lightning.pytorch as pl
@@ -54,7 +55,7 @@ from lightning.pytorch.utilities.data import _update_dataloader
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, SequentialSampler
 
 from sift_bench.data.sharding import ShardedRandomSampler
-from sift_bench.sifting import Loss, SiftingDataloader, SiftPolicy
+from sift_bench.sifting import Loss, SiftingDataloader, SiftPolicy, hooks
 
 # The wrapped module's hooks that Lightning may call, other than train_dataloader.
 _DELEGATED_HOOKS = (
@@ -316,3 +317,65 @@ class SamplesSeenSchedule(pl.Callback):
             while self.steps_taken[index] < steps // frequency:
                 pl_module.lr_scheduler_step(config.scheduler, None)
                 self.steps_taken[index] += 1
+
+
+def _scalars(metrics: Any) -> dict[str, float]:
+    """The one-number entries of a metrics mapping (tensors of one element included), as floats."""
+    scalars = {}
+    for name, value in metrics.items():
+        if hasattr(value, "numel") and value.numel() == 1:
+            value = value.item()
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            scalars[str(name)] = float(value)
+    return scalars
+
+
+class TrainingMetricsRecorder(pl.Callback):
+    """SageMaker's Lightning callback (``smart_sifting.metrics.lightning``): the sifting counts and per-step latencies.
+
+    After every training batch it logs on the step, through the module's own loggers (``pl_module.log_dict``):
+    ``sifting_samples_seen``, ``sifting_samples_kept`` and ``sifting_pct_accepted`` of the training loader when it is
+    a ``SiftingDataloader``; ``step_latency_s``, the batch's forward, backward and optimizer step; ``data_latency_s``,
+    the wait for the batch since the previous one ended (loading and, for a sifted loader, its scoring pass and
+    selection). Under ``python -m sift_bench.sagemaker`` it also hands them, and after every validation and at the
+    end of training the metrics the module logged (``trainer.callback_metrics``), to the runner's MLflow run.
+    SageMaker documents the callback's name and use, not which metrics it logs: these are sift_bench's choice.
+    """
+
+    def __init__(self) -> None:
+        self._batch_started: float | None = None
+        self._batch_ended: float | None = None
+        self._data_latency = math.nan
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._batch_ended = time.perf_counter()  # the first batch's wait starts with the epoch
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        now = time.perf_counter()
+        self._data_latency = now - self._batch_ended if self._batch_ended is not None else math.nan
+        self._batch_started = now
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        now = time.perf_counter()
+        metrics = {"step_latency_s": now - self._batch_started, "data_latency_s": self._data_latency}
+        sifter = trainer.train_dataloader
+        if isinstance(sifter, SiftingDataloader):
+            stats = sifter.stats
+            metrics.update(sifting_samples_seen=float(stats.samples_seen), sifting_samples_kept=float(stats.samples_kept),
+                           sifting_pct_accepted=stats.pct_accepted)
+        pl_module.log_dict(metrics, on_step=True, on_epoch=False, batch_size=1)
+        watcher = hooks.current()
+        if watcher is not None:
+            watcher.log_metrics(metrics, step=trainer.global_step)
+        self._batch_ended = time.perf_counter()
+
+    def _hand_logged_metrics(self, trainer: pl.Trainer) -> None:
+        watcher = hooks.current()
+        if watcher is not None and not trainer.sanity_checking:
+            watcher.log_metrics(_scalars(trainer.callback_metrics), step=trainer.global_step)
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._hand_logged_metrics(trainer)
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._hand_logged_metrics(trainer)

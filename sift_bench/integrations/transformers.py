@@ -38,6 +38,7 @@ from transformers import Trainer, TrainerCallback
 from transformers.trainer_utils import has_length
 
 from sift_bench.sifting import Loss, SiftingDataloader, SiftPolicy, default_batch_transform, default_sample_ids
+from sift_bench.sifting.config import as_sift_config
 from sift_bench.sifting.indexed import SAMPLE_ID_KEY
 
 # Batch keys that are not the model's inputs: the labels (kept out so that the model computes no loss of its own) and
@@ -165,6 +166,7 @@ class TrainerSifting:
     """
 
     def __init__(self, trainer: Trainer, sift_config: SiftPolicy, loss: Loss | None = None, sync: str = "global"):
+        sift_config = as_sift_config(sift_config)
         if not isinstance(sift_config, SiftPolicy):
             raise TypeError(
                 f"sift_config must be a sift config of sift_bench.sifting (RelativeProbabilisticSiftConfig, "
@@ -275,13 +277,19 @@ class _SiftingCallback(TrainerCallback):
             control.should_training_stop = True
 
 
-def enable_sifting(trainer: Trainer, sift_config: SiftPolicy, loss: Loss | None = None, *, sync: str = "global") -> None:
+def enable_sifting(trainer: Trainer, sift_config: SiftPolicy, loss: Loss | None = None, *, sync: str = "global",
+                   set_epochs: bool = False) -> None:
     """Make `trainer` train on a SiftingDataloader around the loader it builds (see the module docstring).
 
-    sift_config: a sift config of sift_bench.sifting. loss: the per-sample loss that scores candidates (and, for
-    stale loss and InfoBatch, trains); default `LogitsCrossEntropyLoss`. sync: SiftingDataloader's, under DDP. The
-    sifter of the latest `train()` is `trainer.sifting.dataloader`.
+    sift_config: a sift config of sift_bench.sifting (or a dict of RelativeProbabilisticSiftConfig's fields). loss:
+    the per-sample loss that scores candidates (and, for stale loss and InfoBatch, trains); default
+    `LogitsCrossEntropyLoss`. sync: SiftingDataloader's, under DDP. set_epochs: SageMaker's switch to train by
+    `num_train_epochs` when the sifted loader has no length; accepted for SageMaker scripts and changes nothing
+    here, since the loader the Trainer sees has the length of its candidate batches, so the Trainer always plans by
+    its own `num_train_epochs` or `max_steps`. The sifter of the latest `train()` is `trainer.sifting.dataloader`.
     """
+    if not isinstance(set_epochs, bool):
+        raise TypeError(f"set_epochs must be a bool, got {set_epochs!r}")
     sifting = TrainerSifting(trainer, sift_config, loss, sync)
     build_loader, create_scheduler, compute_loss = (
         trainer.get_train_dataloader, trainer.create_scheduler, trainer.compute_loss)

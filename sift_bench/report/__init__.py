@@ -15,7 +15,7 @@ from sift_bench.machine import CONTENDED_FRACTION
 from sift_bench.report.diagnostics import (PACE_TOLERANCE, baseline_pace, commands, contended_runs, fewer_seeds,
                                            machines, missing_metrics, varying_settings)
 from sift_bench.report.frame import (column, machine_kinds, normalise, run_rows, sifter_params, task_labels,
-                                     time_midpoints)
+                                     time_midpoints, with_accuracy_metric)
 from sift_bench.report.selection import choose_machine, exclusion_of_reason, split_runs
 from sift_bench.report.table import _sifter_rank, build_table, config_labels, first_present, paired_accuracy
 from sift_bench.report.timing import paired_savings, runs_without_baseline, savings_stats, timing_references
@@ -35,5 +35,5 @@ __all__ = [
     "is_sifted", "machine_kinds", "machines", "missing_metrics", "normalise", "pair_controls", "paired_accuracy",
     "paired_savings", "pairing_caveat", "run_rows", "runs_without_baseline", "savings_stats", "sifter_params",
     "split_runs", "task_labels", "tasks_without_baseline", "time_midpoints", "timing_references", "varying_settings",
-    "verdict",
+    "verdict", "with_accuracy_metric",
 ]

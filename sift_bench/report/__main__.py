@@ -115,6 +115,9 @@ def parser() -> argparse.ArgumentParser:
     cli.add_argument("--task", action="append", metavar="NAME",
                      help="only this task's runs go in (repeat for more; default: every task), for example to "
                           "publish one task's finished table while the other's sweep is still being run")
+    cli.add_argument("--metric", metavar="NAME", help="each run's test and validation accuracy is its metric NAME, "
+                     "e.g. the val_acc a script run by python -m sift_bench.sagemaker logged (percent; a metric "
+                     "within [0, 1] is read as a fraction)")
     cli.add_argument("--out", type=Path,
                      help="output folder (default results/<scale>, where a report of another store is not replaced "
                           "without --force)")
@@ -212,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
             raise NothingToReport(f"{runs_csv_path(args.from_csv)} has no runs" if args.from_csv
                                   else "the store has no runs")
         try:
+            runs = report.with_accuracy_metric(runs, args.metric) if args.metric else runs
             used, excluded = report.split_runs(runs, scale, args.machine, args.task)
         except ValueError as error:
             cli.error(str(error))

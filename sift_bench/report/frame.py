@@ -34,6 +34,24 @@ def normalise(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(columns, index=pd.RangeIndex(len(runs)))
 
 
+def with_accuracy_metric(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The runs with the metric `metric` (one a script logged under its own name, such as `val_acc`) as their test
+    and validation accuracy, where they logged it; in percent, a metric whose values all lie in [0, 1] being read as
+    a fraction. A script has one accuracy, so for its rows the same figure chooses and reports."""
+    name = f"metrics.{metric}"
+    if name not in runs.columns or runs[name].isna().all():
+        logged = sorted(key[len("metrics."):] for key in runs.columns
+                        if key.startswith("metrics.") and runs[key].notna().any())
+        raise ValueError(f"--metric {metric!r}: no run logged a metric of that name; the runs logged: "
+                         + ", ".join(logged))
+    values = runs[name]
+    percent = values * 100.0 if values.dropna().between(0.0, 1.0).all() else values
+    runs = runs.copy()
+    for accuracy in ("metrics.test_accuracy", "metrics.val_accuracy"):
+        runs[accuracy] = percent.where(values.notna(), column(runs, accuracy))
+    return runs
+
+
 def column(frame: pd.DataFrame, name: str) -> pd.Series:
     """A column, or all NaN when no run logged it."""
     if name in frame.columns:

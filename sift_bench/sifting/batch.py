@@ -74,8 +74,9 @@ class SiftingBatch:
         return self._length
 
     def _with_columns(self, columns: list[Any], length: int) -> SiftingBatch:
-        # Lengths are right by construction here, so skip __init__'s validation.
-        batch = object.__new__(SiftingBatch)
+        # Lengths are right by construction here, so skip __init__'s validation. The subclass (ListBatch,
+        # TensorBatch) is kept, so that a user's reverse_transform reads .inputs and .labels back.
+        batch = object.__new__(type(self))
         batch.columns = columns
         batch.structure = self.structure
         batch.names = self.names
@@ -122,6 +123,62 @@ class SiftingBatch:
             else:
                 columns.append(type(column)(value for part in parts for value in part))
         return first._with_columns(columns, sum(len(batch) for batch in batches))
+
+
+class ListBatch(SiftingBatch):
+    """SageMaker's list batch: per-sample ``inputs`` and optional ``labels``, each a list (or tuple) of n values.
+
+    A custom transform builds ``ListBatch(batch[0].tolist(), batch[-1].tolist())`` and its
+    ``reverse_transform`` reads ``.inputs`` and ``.labels`` of the samples kept.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, inputs: Sequence[Any], labels: Sequence[Any] | None = None) -> None:
+        for name, value in (("inputs", inputs), ("labels", labels)):
+            if value is not None and not isinstance(value, (list, tuple)):
+                raise TypeError(
+                    f"ListBatch {name} must be a list or tuple with one value per sample "
+                    f"(e.g. tensor.tolist()), got {type(value).__name__}; use TensorBatch for tensors"
+                )
+        columns = [inputs] if labels is None else [inputs, labels]
+        super().__init__(columns, names=["ListBatch inputs", "ListBatch labels"][: len(columns)])
+
+    @property
+    def inputs(self) -> Sequence[Any]:
+        return self.columns[0]
+
+    @property
+    def labels(self) -> Sequence[Any] | None:
+        return self.columns[1] if len(self.columns) > 1 else None
+
+
+class TensorBatch(SiftingBatch):
+    """SageMaker's tensor batch: ``inputs`` and optional ``labels``, tensors with the samples along dimension 0.
+
+    A custom transform builds ``TensorBatch(batch[0], batch[-1])`` and its ``reverse_transform`` reads
+    ``.inputs`` and ``.labels`` of the samples kept.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, inputs: torch.Tensor, labels: torch.Tensor | None = None) -> None:
+        for name, value in (("inputs", inputs), ("labels", labels)):
+            if value is not None and not isinstance(value, torch.Tensor):
+                raise TypeError(
+                    f"TensorBatch {name} must be a torch.Tensor with the samples along dimension 0, "
+                    f"got {type(value).__name__}; use ListBatch for lists"
+                )
+        columns = [inputs] if labels is None else [inputs, labels]
+        super().__init__(columns, names=["TensorBatch inputs", "TensorBatch labels"][: len(columns)])
+
+    @property
+    def inputs(self) -> torch.Tensor:
+        return self.columns[0]
+
+    @property
+    def labels(self) -> torch.Tensor | None:
+        return self.columns[1] if len(self.columns) > 1 else None
 
 
 class SiftingBatchTransform(ABC):
@@ -213,17 +270,110 @@ class MappingBatchTransform(SiftingBatchTransform):
         return _column_length(batch[key], f"{key!r} of a {type(batch).__name__} batch")
 
 
-def default_batch_transform(batch: Any) -> SiftingBatchTransform:
-    """The transform for ``batch``'s type; a TypeError naming the type if there is none."""
+class SampleListBatchTransform(SiftingBatchTransform):
+    """A list or tuple of samples, one element per sample (``batch_format_index=0``), e.g. ``collate_fn=list``."""
+
+    def transform(self, batch: Sequence[Any]) -> SiftingBatch:
+        return SiftingBatch([list(batch)], structure=type(batch), names=[f"the samples of a {type(batch).__name__} batch"])
+
+    def reverse_transform(self, sifting_batch: SiftingBatch) -> Sequence[Any]:
+        return sifting_batch.structure(sifting_batch.columns[0])
+
+    def sample_count(self, batch: Sequence[Any]) -> int:
+        return len(batch)
+
+
+class SampleDim1TensorBatchTransform(SiftingBatchTransform):
+    """A tensor with the samples along dimension 1 (``batch_format_index=1``), e.g. [time, batch, features]."""
+
+    def transform(self, batch: torch.Tensor) -> SiftingBatch:
+        return SiftingBatch([batch.transpose(0, 1)], names=["batch (samples along dimension 1)"])
+
+    def reverse_transform(self, sifting_batch: SiftingBatch) -> torch.Tensor:
+        return sifting_batch.columns[0].transpose(0, 1)
+
+    def sample_count(self, batch: torch.Tensor) -> int:
+        return batch.shape[1]
+
+
+# SageMaker's batch_format_index: which dimension of a batch runs over its samples. A list or tuple batch's
+# dimension 0 is the sequence itself, so by default (a list of per-feature columns) its samples are dimension 1.
+BATCH_FORMAT_INDEXES = (None, 0, 1)
+
+
+def checked_batch_format_index(batch_format_index: Any) -> int | None:
+    if batch_format_index not in BATCH_FORMAT_INDEXES or isinstance(batch_format_index, bool):
+        raise ValueError(
+            f"batch_format_index must be None, 0 or 1 (the dimension of a batch that runs over its samples: 0 for a "
+            f"tensor with samples first or a list of samples, 1 for a list of per-feature columns or a tensor with "
+            f"samples second), got {batch_format_index!r}"
+        )
+    return batch_format_index
+
+
+def default_batch_transform(batch: Any, batch_format_index: int | None = None) -> SiftingBatchTransform:
+    """The transform for ``batch``'s type (and ``batch_format_index``); an error naming the type if there is none."""
     if isinstance(batch, torch.Tensor):
+        if batch_format_index == 1:
+            if batch.dim() < 2:
+                raise ValueError(
+                    f"batch_format_index=1 takes the samples along dimension 1, but the batch is a "
+                    f"{batch.dim()}-dimensional tensor of shape {list(batch.shape)}"
+                )
+            return SampleDim1TensorBatchTransform()
         return TensorBatchTransform()
     if isinstance(batch, (tuple, list)) and len(batch) > 0:
-        return SequenceBatchTransform()
+        return SampleListBatchTransform() if batch_format_index == 0 else SequenceBatchTransform()
     if isinstance(batch, Mapping) and len(batch) > 0:
+        if batch_format_index == 0:
+            raise ValueError(
+                f"batch_format_index=0 does not apply to a {type(batch).__name__} batch: its dimension 0 is its "
+                f"keys (one per feature), so its samples are along dimension 1, the default; leave batch_format_index "
+                f"None"
+            )
         return MappingBatchTransform()
+    name = f"{type(batch).__module__}.{type(batch).__qualname__}"
     raise TypeError(
-        f"SiftingDataloader has no default batch transform for a batch of type "
-        f"{type(batch).__module__}.{type(batch).__qualname__}; the defaults handle a "
+        f"Batches of type {name} are not supported by default: SiftingDataloader has no default batch transform "
+        f"for a batch of type {name}; the defaults handle a "
         f"torch.Tensor, a non-empty tuple or list of tensors, and a non-empty dict of "
         f"tensors (a Hugging Face BatchEncoding too); {_CUSTOM_TRANSFORM_HINT}"
     )
+
+
+def _leading_size(value: Any) -> int | None:
+    if isinstance(value, torch.Tensor):
+        return value.shape[0] if value.dim() > 0 else None
+    return len(value) if isinstance(value, (list, tuple)) else None
+
+
+def check_sample_dimension(batch: Any, batch_size: int) -> None:
+    """SageMaker's layout checks of a first batch, for the default transforms when batch_format_index is None.
+
+    The default takes a tensor's samples along dimension 0 and a list or tuple's along dimension 1 (each element
+    a column). When that dimension is not the loader's batch size but the other one is, the batch is laid out the
+    other way (a list of samples, a tensor with samples second) and would be sifted wrongly without a word, so it is
+    an error asking for ``batch_format_index``. A dimension smaller than the batch size passes (a data set smaller
+    than one batch). When both dimensions equal the batch size the default holds: it never guesses.
+    """
+    if isinstance(batch, torch.Tensor) and batch.dim() >= 2:
+        kind, sizes, default = "tensor", [batch.shape[0], batch.shape[1]], 0
+    elif isinstance(batch, (tuple, list)) and len(batch) > 0:
+        kind, sizes, default = type(batch).__name__, [len(batch), _leading_size(batch[0])], 1
+    else:
+        return
+    other = 1 - default
+    if sizes[default] == batch_size:
+        return
+    if sizes[other] == batch_size:
+        raise ValueError(
+            f"Batch size {batch_size} does not match dimension {default} of this {kind} batch (size "
+            f"{sizes[default]}), where the default transform takes its samples, but matches dimension {other}: pass "
+            f"batch_format_index={other} to SiftingDataloader if dimension {other} runs over the samples, or "
+            f"batch_transforms= a SiftingBatchTransform of your own"
+        )
+    if sizes[default] is not None and sizes[default] > batch_size:
+        raise ValueError(
+            f"Batch size {batch_size} does not match dimension 0 or dimension 1 sizes ({sizes[0]}, {sizes[1]}) of "
+            f"this {kind} batch; {_CUSTOM_TRANSFORM_HINT}"
+        )

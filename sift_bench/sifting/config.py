@@ -13,7 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .policy import SelectionContext, SiftPolicy
+import torch
+
+from .policy import Candidates, SelectionContext, Selector, SiftPolicy
 from .selectors import InfoBatchSelector, RandomSelector, RelativeProbabilisticSelector, StaleLossSelector
 
 
@@ -261,3 +263,41 @@ class InfoBatchSiftConfig(SiftPolicy):
 
     def selector(self, context: SelectionContext) -> InfoBatchSelector:
         return InfoBatchSelector(self, context)
+
+
+class _KeepAll(Selector):
+    def keep(self, candidates: Candidates) -> torch.Tensor:
+        return torch.ones(candidates.n, dtype=torch.bool)
+
+
+@dataclass(frozen=True)
+class PassThroughSiftConfig(SiftPolicy):
+    """The baseline inside a script: every batch passes through untouched, the very same objects; nothing is scored.
+
+    ``python -m sift_bench.sagemaker --sifter none`` puts it in place of a script's own config, so the script runs
+    unchanged on all of its data. ``stats`` still counts the samples (all seen and kept).
+    """
+
+    passes_through = True
+
+    loss_based_sift_config: LossConfig = field(default_factory=_no_delay)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self,
+            "loss_based_sift_config",
+            _from_mapping(LossConfig, self.loss_based_sift_config, "loss_based_sift_config"),
+        )
+
+    def selector(self, context: SelectionContext) -> Selector:
+        return _KeepAll()
+
+
+def as_sift_config(sift_config: Any) -> Any:
+    """``sift_config`` itself, or a RelativeProbabilisticSiftConfig built from a dict of its fields.
+
+    SageMaker's ``SiftingDataloader`` documents its ``sift_config`` as a dict or a RelativeProbabilisticSiftConfig.
+    """
+    if isinstance(sift_config, Mapping):
+        return _from_mapping(RelativeProbabilisticSiftConfig, sift_config, "sift_config")
+    return sift_config

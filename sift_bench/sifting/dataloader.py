@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import numbers
 import time
 from functools import partial
@@ -9,7 +10,15 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from .batch import SiftingBatch, SiftingBatchTransform, default_batch_transform
+from . import hooks
+from .batch import (
+    SiftingBatch,
+    SiftingBatchTransform,
+    check_sample_dimension,
+    checked_batch_format_index,
+    default_batch_transform,
+)
+from .config import as_sift_config
 from .indexed import default_sample_ids
 from .loss import Loss
 from .memory import SampleLossMemory, checked_sample_ids
@@ -18,19 +27,36 @@ from .ranks import SYNC_MODES, Ranks
 from .stats import SiftingStats
 
 _END = object()  # the end of a loader's epoch
+logger = logging.getLogger(__name__)
 
 
-def _loader_batch_size(orig_dataloader: Any) -> int:
+def _batch_sampler_with_size(orig_dataloader: Any) -> Any:
+    """The loader's batch sampler that knows its batch size, unwrapping accelerate's (SkipBatchSampler); or None."""
+    sampler = getattr(orig_dataloader, "batch_sampler", None)
+    while sampler is not None and getattr(sampler, "batch_size", None) is None:
+        sampler = getattr(sampler, "batch_sampler", None)
+    return sampler
+
+
+def _loader_batch_size(orig_dataloader: Any) -> tuple[int, bool]:
+    """(batch size, drop_last) of the loader: its own, or its batch sampler's when it batches through one."""
     batch_size = getattr(orig_dataloader, "batch_size", None)
+    drop_last = getattr(orig_dataloader, "drop_last", False)
+    if batch_size is None:
+        # A DataLoader built with batch_sampler=, such as the DataLoaderShard that accelerate makes inside a Hugging
+        # Face Trainer, has batch_size None: the batch sampler holds the size, and drops the last batch or not.
+        sampler = _batch_sampler_with_size(orig_dataloader)
+        if sampler is not None:
+            batch_size, drop_last = sampler.batch_size, getattr(sampler, "drop_last", False)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(
             f"orig_dataloader.batch_size must be an int >= 1 (the size of the batches "
             f"SiftingDataloader refills), got {batch_size!r} from a "
-            f"{type(orig_dataloader).__name__}; a torch DataLoader built with batch_sampler= "
-            f"has batch_size None: build it with batch_size= instead, or give your loader "
+            f"{type(orig_dataloader).__name__} (nor has it a batch_sampler with an int batch_size); "
+            f"build it with batch_size= or a batch_sampler that has a batch_size, or give your loader "
             f"a batch_size attribute"
         )
-    return batch_size
+    return batch_size, bool(drop_last)
 
 
 def _checked_losses(losses: Any, n: int, subject: str) -> torch.Tensor:
@@ -105,6 +131,10 @@ class SiftingDataloader:
       ``drop_last``. Within an epoch no sample is yielded twice, and every
       sample is either yielded or counted in ``stats.samples_sifted_out``.
 
+    * Pass-through (``PassThroughSiftConfig``, the baseline a harness may put
+      in place of the script's config): every batch is yielded untouched and
+      counted, nothing is scored.
+
     All random draws come from one CPU ``torch.Generator`` seeded with
     ``seed``, so the same seed gives the same selections on any device. The loss
     history and the per-sample memory persist across epochs.
@@ -121,6 +151,15 @@ class SiftingDataloader:
     batch_transforms: a ``SiftingBatchTransform``; by default one is chosen per
         batch type for a tensor, a tuple or list of tensors, or a dict of
         tensors (a Hugging Face ``BatchEncoding`` too).
+    log_batch_data: record every sifted candidate batch (epoch, index, each
+        sample's loss and whether it was kept) in ``batch_log`` and log one line
+        per batch (logger ``sift_bench.sifting.dataloader``, INFO). Its memory
+        grows with the samples seen: for a pilot run, as SageMaker advises.
+    batch_format_index: which dimension of a batch runs over its samples, for
+        the default transforms (SageMaker's name): None (default) takes a
+        tensor's dimension 0 and a list or tuple's dimension 1 (each element a
+        column); 0 reads a list or tuple as a list of samples; 1 takes a
+        tensor's samples along its dimension 1.
     seed: seeds the generator of all sampling decisions; None draws the seed from
         torch's global generator, so ``torch.manual_seed`` alone makes a run
         repeatable (as it does for a ``DataLoader`` without a generator).
@@ -158,6 +197,8 @@ class SiftingDataloader:
         model: torch.nn.Module | None = None,
         batch_transforms: SiftingBatchTransform | None = None,
         *,
+        log_batch_data: bool = False,
+        batch_format_index: int | None = None,
         seed: int | None = None,
         sample_ids: Callable[[Any], torch.Tensor] | None = None,
         num_samples: int | None = None,
@@ -165,11 +206,16 @@ class SiftingDataloader:
         sync: str = "global",
         process_group=None,
     ) -> None:
+        sift_config = as_sift_config(sift_config)
+        watcher = hooks.current()
+        if watcher is not None and isinstance(sift_config, SiftPolicy):
+            sift_config = watcher.policy(sift_config)
         if not isinstance(sift_config, SiftPolicy):
             raise TypeError(
                 f"sift_config must be a policy (a subclass of sift_bench.sifting.SiftPolicy: "
                 f"RelativeProbabilisticSiftConfig, RandomSiftConfig, StaleLossSiftConfig, "
-                f"InfoBatchSiftConfig or your own), got {type(sift_config).__name__}"
+                f"InfoBatchSiftConfig or your own) or a dict of RelativeProbabilisticSiftConfig's "
+                f"fields, got {type(sift_config).__name__}"
             )
         if not hasattr(orig_dataloader, "__iter__") or hasattr(orig_dataloader, "__next__"):
             raise TypeError(
@@ -197,6 +243,9 @@ class SiftingDataloader:
                 f"batch_transforms must be a SiftingBatchTransform, "
                 f"got {type(batch_transforms).__name__}"
             )
+        if not isinstance(log_batch_data, bool):
+            raise TypeError(f"log_batch_data must be a bool, got {log_batch_data!r}")
+        batch_format_index = checked_batch_format_index(batch_format_index)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise TypeError(f"seed must be an int or None, got {seed!r}")
         if sample_ids is not None and not callable(sample_ids):
@@ -232,8 +281,12 @@ class SiftingDataloader:
         self.num_samples = None if num_samples is None else int(num_samples)
         self.num_epochs = None if num_epochs is None else int(num_epochs)
         num_samples, num_epochs = self.num_samples, self.num_epochs
-        self.batch_size = _loader_batch_size(orig_dataloader)
-        self.drop_last = bool(getattr(orig_dataloader, "drop_last", False))
+        self.batch_size, self.drop_last = _loader_batch_size(orig_dataloader)
+        self.log_batch_data = log_batch_data
+        self.batch_format_index = batch_format_index
+        # With log_batch_data: one dict per sifted candidate batch (see _log_batch).
+        self.batch_log: list[dict[str, Any]] = []
+        self._candidate_batches_total = 0
         base_config = sift_config.loss_based_sift_config.sift_config
         self.sift_delay = base_config.sift_delay
         self.repeat_delay_per_epoch = base_config.repeat_delay_per_epoch
@@ -269,6 +322,9 @@ class SiftingDataloader:
         self._ids_device: torch.device | None = None  # where the batches' ids live
         self._losses_recorded = False
         self._default_transforms: dict[type, SiftingBatchTransform] = {}
+        self._counting_transforms: dict[type, SiftingBatchTransform] = {}
+        if watcher is not None:
+            watcher.created(self)
 
     @property
     def uses_training_losses(self) -> bool:
@@ -331,7 +387,9 @@ class SiftingDataloader:
             return self.batch_transforms
         transform = self._default_transforms.get(type(batch))
         if transform is None:
-            transform = default_batch_transform(batch)
+            transform = default_batch_transform(batch, self.batch_format_index)
+            if self.batch_format_index is None:
+                check_sample_dimension(batch, self.batch_size)
             transform.transform(batch)  # fail at the first batch, not when the delay ends
             self._default_transforms[type(batch)] = transform
         return transform
@@ -407,7 +465,46 @@ class SiftingDataloader:
         self.stats.samples_sifted_out += samples
         self.stats.samples_left_over += samples
 
+    def _log_batch(self, n: int, losses: torch.Tensor | None, keep: torch.Tensor) -> None:
+        """With log_batch_data: what SageMaker says it logs, the details of the batches kept or sifted."""
+        record = {
+            "epoch": self.epoch,
+            "candidate_batch": self._candidate_batches_total,
+            "samples": n,
+            "kept": int(keep.sum()),
+            "losses": None if losses is None else losses.tolist(),
+            "kept_mask": keep.tolist(),
+        }
+        self.batch_log.append(record)
+        logger.info("sifting epoch %d candidate batch %d: kept %d of %d samples", record["epoch"],
+                    record["candidate_batch"], record["kept"], n)
+
+    def _sample_count(self, batch: Any) -> int:
+        """Samples in a batch passed through, by the cheapest transform that can count them."""
+        transform = self._counting_transforms.get(type(batch))
+        if transform is None:
+            try:
+                transform = default_batch_transform(batch, self.batch_format_index)
+            except (TypeError, ValueError):
+                transform = self._transform_for(batch)  # a type only the user's transform knows
+            self._counting_transforms[type(batch)] = transform
+        return transform.sample_count(batch)
+
+    def _passing_through(self) -> Iterator[Any]:
+        stats = self.stats
+        for batch in self.orig_dataloader:
+            n = self._sample_count(batch)
+            stats.samples_seen += n
+            stats.samples_kept += n
+            self._seen.total += n
+            self._yielding(None)
+            yield batch
+
     def __iter__(self) -> Iterator[Any]:
+        if self.sift_config.passes_through:
+            self.epoch += 1
+            yield from self._passing_through()
+            return
         stats = self.stats
         batch_size = self.batch_size
         tracking = self.uses_training_losses
@@ -449,6 +546,9 @@ class SiftingDataloader:
             ids = self._candidate_ids(batch, n) if tracking else None
             losses = self._score(sifting_batch, batch) if self.sift_config.scores else None
             keep = self.selector.keep(Candidates(n=n, losses=losses, ids=ids))
+            if self.log_batch_data:
+                self._log_batch(n, losses, keep)
+            self._candidate_batches_total += 1
             n_kept = int(keep.sum())
             if n_kept == n:
                 pieces.append(sifting_batch)

@@ -78,6 +78,9 @@ class SiftPolicy:
     weights_losses: ClassVar[bool] = False
     # The selector needs the planned number of epochs (num_epochs=).
     needs_num_epochs: ClassVar[bool] = False
+    # The loader yields the original batches untouched (the very same objects), counting them, and never asks the
+    # selector: the baseline, where a script that builds a SiftingDataloader must train on everything.
+    passes_through: ClassVar[bool] = False
     # Run names and summaries: {short label: field name}, e.g. {"beta": "beta_value"}; `delay` is sift_delay.
     run_name_fields: ClassVar[dict[str, str]] = {}
 
