@@ -19,7 +19,7 @@ from .policy import Candidates, SelectionContext, Selector, SiftPolicy
 from .selectors import InfoBatchSelector, RandomSelector, RelativeProbabilisticSelector, StaleLossSelector
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> bool:
     # bool is an int subclass, but `sift_delay=True` is a typo, not a delay.
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
@@ -55,7 +55,7 @@ def _checked_beta_value(beta_value: Any) -> float:
 
 
 def _checked_loss_history_length(length: Any) -> int:
-    if not _is_int(length):
+    if not is_int(length):
         raise TypeError(f"loss_history_length must be an int >= 1, got {length!r}")
     if length < 1:
         raise ValueError(f"loss_history_length must be an int >= 1, got {length!r}")
@@ -78,7 +78,7 @@ class SiftingBaseConfig:
 
     def __post_init__(self) -> None:
         message = f"sift_delay must be an int >= 0, got {self.sift_delay!r}"
-        if not _is_int(self.sift_delay):
+        if not is_int(self.sift_delay):
             raise TypeError(message)
         if self.sift_delay < 0:
             raise ValueError(message)
@@ -194,7 +194,7 @@ class StaleLossSiftConfig(SiftPolicy):
         )
         max_age = self.max_loss_age_epochs
         message = f"max_loss_age_epochs must be an int >= 1, got {max_age!r}"
-        if not _is_int(max_age):
+        if not is_int(max_age):
             raise TypeError(message)
         if max_age < 1:
             raise ValueError(message)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import numbers
 import time
 from functools import partial
 from typing import Any, Callable, Iterator
@@ -11,11 +10,11 @@ from typing import Any, Callable, Iterator
 import torch
 
 from . import hooks
+from .arguments import check_arguments, checked_losses, loader_batch_size
 from .batch import (
     SiftingBatch,
     SiftingBatchTransform,
     check_sample_dimension,
-    checked_batch_format_index,
     default_batch_transform,
 )
 from .config import as_sift_config
@@ -23,58 +22,11 @@ from .indexed import default_sample_ids
 from .loss import Loss
 from .memory import SampleLossMemory, checked_sample_ids
 from .policy import Candidates, SeenCounter, SelectionContext, SiftPolicy
-from .ranks import SYNC_MODES, Ranks
+from .ranks import Ranks
 from .stats import SiftingStats
 
 _END = object()  # the end of a loader's epoch
 logger = logging.getLogger(__name__)
-
-
-def _batch_sampler_with_size(orig_dataloader: Any) -> Any:
-    """The loader's batch sampler that knows its batch size, unwrapping accelerate's (SkipBatchSampler); or None."""
-    sampler = getattr(orig_dataloader, "batch_sampler", None)
-    while sampler is not None and getattr(sampler, "batch_size", None) is None:
-        sampler = getattr(sampler, "batch_sampler", None)
-    return sampler
-
-
-def _loader_batch_size(orig_dataloader: Any) -> tuple[int, bool]:
-    """(batch size, drop_last) of the loader: its own, or its batch sampler's when it batches through one."""
-    batch_size = getattr(orig_dataloader, "batch_size", None)
-    drop_last = getattr(orig_dataloader, "drop_last", False)
-    if batch_size is None:
-        # A DataLoader built with batch_sampler=, such as the DataLoaderShard that accelerate makes inside a Hugging
-        # Face Trainer, has batch_size None: the batch sampler holds the size, and drops the last batch or not.
-        sampler = _batch_sampler_with_size(orig_dataloader)
-        if sampler is not None:
-            batch_size, drop_last = sampler.batch_size, getattr(sampler, "drop_last", False)
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(
-            f"orig_dataloader.batch_size must be an int >= 1 (the size of the batches "
-            f"SiftingDataloader refills), got {batch_size!r} from a "
-            f"{type(orig_dataloader).__name__} (nor has it a batch_sampler with an int batch_size); "
-            f"build it with batch_size= or a batch_sampler that has a batch_size, or give your loader "
-            f"a batch_size attribute"
-        )
-    return batch_size, bool(drop_last)
-
-
-def _checked_losses(losses: Any, n: int, subject: str) -> torch.Tensor:
-    """``losses`` as a float32 CPU tensor of shape [n], or an error saying what was wrong.
-
-    subject: who must provide them, e.g. "MyLoss.loss must return".
-    """
-    if not isinstance(losses, torch.Tensor):
-        raise TypeError(
-            f"{subject} a torch.Tensor of per-sample losses, got {type(losses).__name__}"
-        )
-    if tuple(losses.shape) not in ((n,), (n, 1)):
-        raise ValueError(
-            f"{subject} one loss per sample, of shape [n] or [n, 1] "
-            f"with n = {n}, got shape {list(losses.shape)}"
-        )
-    # The copy to the CPU also waits for the device, so scoring_seconds is true wall time.
-    return losses.detach().reshape(n).to("cpu", torch.float32)
 
 
 def _share(ranks: Ranks, losses: torch.Tensor) -> torch.Tensor:
@@ -86,54 +38,23 @@ def _keep_local(losses: torch.Tensor) -> torch.Tensor:
     return losses
 
 
-def _is_int(value: Any) -> bool:
-    # bool is an int subclass, but num_epochs=True is a typo, not one epoch.
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 class SiftingDataloader:
     """An iterable used in place of ``orig_dataloader``, with no change to the training loop.
 
     Every epoch (every ``iter()``) draws the original batches and:
 
-    * Delay: the first ``sift_delay`` yielded batches (counted since training
-      began, across epochs, or since the epoch began when
-      ``repeat_delay_per_epoch``) pass through untouched, the very same
-      objects, and are not scored. Their samples count as seen and kept.
-    * Scoring (``RelativeProbabilisticSiftConfig``): one forward pass per
-      original batch, ``loss_impl.loss(model, sifting_batch, batch)``, under
-      ``torch.no_grad()`` with the model in eval mode, so that BatchNorm
-      running statistics are not updated and dropout does not make the loss
-      random. Each module's previous mode is restored afterwards, also when the
-      loss raises. The loss must have shape ``[n]`` or ``[n, 1]``.
-    * Selection: a sample with loss ``l`` is kept with probability
-      ``p ** beta_value``, ``p`` the fraction of the loss history at or below
-      ``l``. The history holds the last ``loss_history_length`` losses; each
-      batch is compared with the history as it stood before it, then its losses
-      are appended. While the history is empty, everything is kept. A NaN or
-      infinite loss keeps its sample and is not appended to the history.
-      ``RandomSiftConfig`` instead keeps each sample with probability
-      ``keep_fraction`` and never calls the loss.
-    * Training-loss policies (``StaleLossSiftConfig``, ``InfoBatchSiftConfig``;
-      ``uses_training_losses`` is True): no scoring pass, the loss is never
-      called. Each sample is decided from its last training loss, which the
-      training loop reports back after every yielded batch with
-      ``record_losses(losses)``, having weighted its loss with
-      ``batch_weights()``. Samples are identified by ``sample_ids(batch)``.
-      Stale loss ranks a candidate's remembered loss among the remembered
-      losses of the last ``loss_history_length`` candidates (kept or not);
-      InfoBatch compares it with the mean of all remembered losses, taken at
-      each ``iter()``. A sample with no usable remembered loss is kept.
-    * Refill: kept samples are accumulated until ``orig_dataloader.batch_size``
-      of them are ready, then yielded in the structure and types of an original
-      batch. Every yielded batch has that size except at most one smaller batch
-      at the end of an epoch, left out when the original loader has
-      ``drop_last``. Within an epoch no sample is yielded twice, and every
-      sample is either yielded or counted in ``stats.samples_sifted_out``.
+    * Delay: the first ``sift_delay`` yielded batches pass through untouched and unscored.
+    * Scoring (policies that ``score``): one no-grad forward pass per original batch, the model in eval mode.
+    * Selection: the policy's selector keeps or drops each candidate (``sift_bench.sifting.policy``);
+      training-loss policies (``uses_training_losses``) decide from the losses the loop reports back with
+      ``record_losses`` after weighting its loss with ``batch_weights()``.
+    * Refill: kept samples are accumulated into batches of ``orig_dataloader.batch_size``, in the structure and
+      types of an original batch; at most one smaller batch ends an epoch (none with ``drop_last``). No sample is
+      yielded twice in an epoch; every sample is yielded or counted in ``stats.samples_sifted_out``.
+    * Pass-through (``PassThroughSiftConfig``): every batch yielded untouched and counted, nothing scored.
 
-    * Pass-through (``PassThroughSiftConfig``, the baseline a harness may put
-      in place of the script's config): every batch is yielded untouched and
-      counted, nothing is scored.
+    The exact semantics (the loss history, NaN losses, the memory of training losses, the delay across epochs)
+    are in README.md, *Semantics* and *Policies that reuse the training loss*.
 
     All random draws come from one CPU ``torch.Generator`` seeded with
     ``seed``, so the same seed gives the same selections on any device. The loss
@@ -143,50 +64,7 @@ class SiftingDataloader:
     selections. ``len(orig_dataloader)`` is the number of candidate batches, and
     ``stats.samples_seen`` measures training progress.
 
-    orig_dataloader: re-iterable (one ``iter()`` per epoch), with an int
-        ``batch_size`` and optionally ``drop_last`` (default False). Batches may
-        already be on the model's device.
-    loss_impl, model: the scoring loss and the model, required by
-        ``RelativeProbabilisticSiftConfig`` only; the other policies never call them.
-    batch_transforms: a ``SiftingBatchTransform``; by default one is chosen per
-        batch type for a tensor, a tuple or list of tensors, or a dict of
-        tensors (a Hugging Face ``BatchEncoding`` too).
-    log_batch_data: record every sifted candidate batch (epoch, index, each
-        sample's loss and whether it was kept) in ``batch_log`` and log one line
-        per batch (logger ``sift_bench.sifting.dataloader``, INFO). Its memory
-        grows with the samples seen: for a pilot run, as SageMaker advises.
-    batch_format_index: which dimension of a batch runs over its samples, for
-        the default transforms (SageMaker's name): None (default) takes a
-        tensor's dimension 0 and a list or tuple's dimension 1 (each element a
-        column); 0 reads a list or tuple as a list of samples; 1 takes a
-        tensor's samples along its dimension 1.
-    seed: seeds the generator of all sampling decisions; None draws the seed from
-        torch's global generator, so ``torch.manual_seed`` alone makes a run
-        repeatable (as it does for a ``DataLoader`` without a generator).
-    sample_ids: batch -> integer tensor [n] of sample ids in [0, num_samples),
-        for the training-loss policies; default ``default_sample_ids`` (the last
-        element of a tuple batch, ``batch["sample_id"]`` of a dict batch, as
-        ``IndexedDataset`` makes them).
-    num_samples: the data set's size, required by the training-loss policies:
-        their per-sample memory is preallocated with one entry per sample.
-    num_epochs: the planned number of epochs, required by
-        ``InfoBatchSiftConfig``: annealing starts once
-        ``(1 - anneal_fraction) * num_epochs * num_samples`` samples were seen.
-    sync, process_group: data-parallel training (an initialised
-        ``torch.distributed`` group of more than one rank; otherwise ignored).
-        Each rank wraps the loader of its own shard and keeps its own samples.
-        Every rank yields the same number of batches per epoch: after each
-        candidate batch the ranks agree how many full batches all of them have,
-        and a rank's kept samples that never fill such a batch are counted in
-        ``stats.samples_left_over`` (and ``samples_sifted_out``), not yielded.
-        ``sync="global"`` (default): the losses of every candidate batch (and,
-        for the training-loss policies, the recorded losses and sample ids) are
-        gathered from all ranks, so every rank holds the same loss history and
-        memory and gives a loss the same percentile. ``sync="local"``: each
-        rank sifts alone, as SageMaker's per-rank wrapper would. Either way
-        ``stats`` counts samples over all ranks (the learning-rate schedule runs
-        on them) and ``stats.sync_seconds`` is the time spent communicating;
-        the random draws differ per rank.
+    The arguments, what each accepts and means: ``sift_bench.sifting.arguments``.
     """
 
     def __init__(
@@ -217,60 +95,10 @@ class SiftingDataloader:
                 f"InfoBatchSiftConfig or your own) or a dict of RelativeProbabilisticSiftConfig's "
                 f"fields, got {type(sift_config).__name__}"
             )
-        if not hasattr(orig_dataloader, "__iter__") or hasattr(orig_dataloader, "__next__"):
-            raise TypeError(
-                f"orig_dataloader must be re-iterable (a DataLoader, or any iterable whose "
-                f"iter() starts a new epoch), not an iterator, got "
-                f"{type(orig_dataloader).__name__}"
-            )
-        policy = type(sift_config).__name__
-        if sift_config.scores:
-            if not callable(getattr(loss_impl, "loss", None)):
-                raise TypeError(
-                    f"loss_impl must be a sift_bench.sifting.Loss with a "
-                    f"loss(model, transformed_batch, original_batch) method, "
-                    f"got {type(loss_impl).__name__}"
-                )
-            if not isinstance(model, torch.nn.Module):
-                raise TypeError(
-                    f"model must be a torch.nn.Module, got {type(model).__name__}"
-                )
-        if batch_transforms is not None and not all(
-            callable(getattr(batch_transforms, name, None))
-            for name in ("transform", "reverse_transform")
-        ):
-            raise TypeError(
-                f"batch_transforms must be a SiftingBatchTransform, "
-                f"got {type(batch_transforms).__name__}"
-            )
-        if not isinstance(log_batch_data, bool):
-            raise TypeError(f"log_batch_data must be a bool, got {log_batch_data!r}")
-        batch_format_index = checked_batch_format_index(batch_format_index)
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise TypeError(f"seed must be an int or None, got {seed!r}")
-        if sample_ids is not None and not callable(sample_ids):
-            raise TypeError(
-                f"sample_ids must be a callable batch -> int64 tensor of sample ids, or None, "
-                f"got {type(sample_ids).__name__}"
-            )
-        for name, value in (("num_samples", num_samples), ("num_epochs", num_epochs)):
-            if value is not None and not _is_int(value):
-                raise TypeError(f"{name} must be an int >= 1 or None, got {value!r}")
-            if value is not None and value < 1:
-                raise ValueError(f"{name} must be an int >= 1 or None, got {value!r}")
-        if sync not in SYNC_MODES:
-            raise ValueError(f"sync must be one of {SYNC_MODES}, got {sync!r}")
-        if sift_config.uses_training_losses and num_samples is None:
-            raise ValueError(
-                f"{policy} needs num_samples= (the data set's size): it remembers one loss per "
-                f"sample, in memory preallocated for num_samples samples"
-            )
-        if sift_config.needs_num_epochs and num_epochs is None:
-            raise ValueError(
-                f"{policy} needs num_epochs= (the planned number of epochs)"
-                + (": annealing starts after (1 - anneal_fraction) * num_epochs * num_samples "
-                   "samples seen" if hasattr(sift_config, "anneal_fraction") else "")
-            )
+        batch_format_index = check_arguments(
+            sift_config, orig_dataloader, loss_impl, model, batch_transforms, log_batch_data=log_batch_data,
+            batch_format_index=batch_format_index, seed=seed, sample_ids=sample_ids, num_samples=num_samples,
+            num_epochs=num_epochs, sync=sync)
 
         self.sift_config = sift_config
         self.orig_dataloader = orig_dataloader
@@ -281,7 +109,7 @@ class SiftingDataloader:
         self.num_samples = None if num_samples is None else int(num_samples)
         self.num_epochs = None if num_epochs is None else int(num_epochs)
         num_samples, num_epochs = self.num_samples, self.num_epochs
-        self.batch_size, self.drop_last = _loader_batch_size(orig_dataloader)
+        self.batch_size, self.drop_last = loader_batch_size(orig_dataloader)
         self.log_batch_data = log_batch_data
         self.batch_format_index = batch_format_index
         # With log_batch_data: one dict per sifted candidate batch (see _log_batch).
@@ -373,7 +201,7 @@ class SiftingDataloader:
                 "record_losses() was already called for the batch just yielded; call it once per batch"
             )
         ids = self._yielded_ids
-        losses = _checked_losses(losses, ids.numel(), "record_losses(losses) needs")
+        losses = checked_losses(losses, ids.numel(), "record_losses(losses) needs")
         if self._shares:
             # One gather for both: float64 holds every sample id below 2**53 exactly.
             pieces = self.ranks.gather(torch.cat((ids.to(torch.float64), losses.to(torch.float64))))
@@ -406,7 +234,7 @@ class SiftingDataloader:
         try:
             with torch.no_grad():
                 losses = self.loss_impl.loss(model, sifting_batch, batch)
-            losses = _checked_losses(
+            losses = checked_losses(
                 losses, len(sifting_batch), f"{type(self.loss_impl).__name__}.loss must return"
             )
         finally:
