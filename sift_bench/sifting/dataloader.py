@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from functools import partial
 from typing import Any, Callable, Iterator
 
@@ -12,7 +11,6 @@ import torch
 from . import hooks
 from .arguments import check_arguments, checked_losses, loader_batch_size
 from .batch import (
-    SiftingBatch,
     SiftingBatchTransform,
     check_sample_dimension,
     default_batch_transform,
@@ -23,6 +21,8 @@ from .loss import Loss
 from .memory import SampleLossMemory, checked_sample_ids
 from .policy import Candidates, SeenCounter, SelectionContext, SiftPolicy
 from .ranks import Ranks
+from .refill import Refill
+from .scoring import score
 from .stats import SiftingStats
 
 _END = object()  # the end of a loader's epoch
@@ -222,28 +222,6 @@ class SiftingDataloader:
             self._default_transforms[type(batch)] = transform
         return transform
 
-    def _score(self, sifting_batch: SiftingBatch, batch: Any) -> torch.Tensor:
-        model = self.model
-        was_training = [module for module in model.modules() if module.training]
-        # What model.eval() does, without its recursive Python calls (a third of the bookkeeping).
-        for module in was_training:
-            module.training = False
-        if len(sifting_batch) == 0:
-            return torch.empty(0)  # an empty shard's batch under DDP: nothing to score, but the ranks still agree
-        started = time.perf_counter()
-        try:
-            with torch.no_grad():
-                losses = self.loss_impl.loss(model, sifting_batch, batch)
-            losses = checked_losses(
-                losses, len(sifting_batch), f"{type(self.loss_impl).__name__}.loss must return"
-            )
-        finally:
-            # Restore module by module: a submodule the user froze in eval stays in eval.
-            for module in was_training:
-                module.training = True
-            self.stats.scoring_seconds += time.perf_counter() - started
-        return losses
-
     def _candidate_ids(self, batch: Any, n: int) -> torch.Tensor:
         ids = self.sample_ids(batch)
         if isinstance(ids, torch.Tensor):
@@ -339,9 +317,7 @@ class SiftingDataloader:
         self.epoch += 1
         self.selector.start_epoch(self.epoch)
         batches_yielded_this_epoch = 0
-        pieces: list[SiftingBatch] = []
-        id_pieces: list[torch.Tensor] = []
-        pending = 0
+        refill = Refill(batch_size, tracking)
         transform: SiftingBatchTransform | None = None
 
         for batch, seen_everywhere in self._candidates():
@@ -372,23 +348,14 @@ class SiftingDataloader:
             if n == 0 and not self.ranks.distributed:
                 continue
             ids = self._candidate_ids(batch, n) if tracking else None
-            losses = self._score(sifting_batch, batch) if self.sift_config.scores else None
+            losses = score(self.loss_impl, self.model, sifting_batch, batch, self.stats) if self.sift_config.scores else None
             keep = self.selector.keep(Candidates(n=n, losses=losses, ids=ids))
             if self.log_batch_data:
                 self._log_batch(n, losses, keep)
             self._candidate_batches_total += 1
             n_kept = int(keep.sum())
-            if n_kept == n:
-                pieces.append(sifting_batch)
-                if tracking:
-                    id_pieces.append(ids)
-            elif n_kept > 0:
-                kept_indices = keep.nonzero().reshape(-1)
-                pieces.append(sifting_batch.select(kept_indices))
-                if tracking:
-                    id_pieces.append(ids[kept_indices])
-            pending += n_kept
-            ready, kept = self._agree(pending, n, n_kept)
+            refill.add(sifting_batch, ids, keep, n_kept)
+            ready, kept = self._agree(refill.pending, n, n_kept)
             seen = n if seen_everywhere is None else seen_everywhere
             stats.samples_seen += seen
             stats.samples_kept += kept
@@ -396,18 +363,7 @@ class SiftingDataloader:
             self._seen.total += seen
 
             for _ in range(ready):
-                merged = SiftingBatch.concat(pieces)
-                ready_ids = None
-                if tracking:
-                    merged_ids = torch.cat(id_pieces) if len(id_pieces) > 1 else id_pieces[0]
-                    ready_ids, rest_ids = merged_ids[:batch_size], merged_ids[batch_size:]
-                if pending == batch_size:
-                    ready_batch, pieces, id_pieces = merged, [], []
-                else:
-                    ready_batch, rest = merged.split(batch_size)
-                    pieces = [rest]
-                    id_pieces = [rest_ids] if tracking else []
-                pending -= batch_size
+                ready_batch, ready_ids = refill.take()
                 batches_yielded_this_epoch += 1
                 out = transform.reverse_transform(ready_batch)
                 self._yielding(ready_ids)
@@ -416,18 +372,19 @@ class SiftingDataloader:
         if self.ranks.distributed:
             # Kept samples that never filled a batch on every rank: counted, not trained on, since a rank
             # that yields one batch more than the others would wait forever in DDP's gradient all-reduce.
-            left = int(self.ranks.gather_rows([pending])[:, 0].sum())
+            left = int(self.ranks.gather_rows([refill.pending])[:, 0].sum())
             stats.samples_kept -= left
             self._leave_over(left)
             stats.sync_seconds += self.ranks.take_seconds()
             return
-        if pending == 0:
+        if refill.pending == 0:
             return
         if self.drop_last:
             # Left out like the original loader's last batch: they were not trained on.
-            stats.samples_kept -= pending
-            stats.samples_sifted_out += pending
+            stats.samples_kept -= refill.pending
+            stats.samples_sifted_out += refill.pending
             return
-        out = transform.reverse_transform(SiftingBatch.concat(pieces))
-        self._yielding(torch.cat(id_pieces) if tracking else None)
+        last_batch, last_ids = refill.rest()
+        out = transform.reverse_transform(last_batch)
+        self._yielding(last_ids)
         yield out
