@@ -1,0 +1,77 @@
+"""sift_bench.store, against a real sqlite store: opening it portably, and the questions a job asks it before it runs
+(already FINISHED? timed cleanly? on which machine kinds?)."""
+
+import sqlite3
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from sift_bench import store
+
+AMX, ZEN5 = "Xeon, 2 cores, family 6 model 167 amx_bf16", "EPYC, 2 cores, family 26 model 2 avx512f"
+
+
+@pytest.fixture
+def store_uri(tmp_path) -> tuple[str, str]:
+    """A fresh store opened as a job opens it, and its experiment's id."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    return uri, store.use_store(uri, "sift_bench")
+
+
+def finished(client: MlflowClient, experiment_id: str, tags: dict, other_cpu_fraction: float = 0.0,
+             status: str = "FINISHED") -> str:
+    run_id = client.create_run(experiment_id, tags=tags).info.run_id
+    client.log_metric(run_id, "other_cpu_fraction", other_cpu_fraction)
+    client.set_terminated(run_id, status)
+    return run_id
+
+
+def test_a_new_store_keeps_its_artifacts_beside_it_at_a_relative_location(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'results' / 'mlflow.db'}"
+    experiment_id = store.use_store(uri, "sift_bench")
+    assert store.use_store(uri, "sift_bench") == experiment_id  # found, not made twice
+    with sqlite3.connect(tmp_path / "results" / "mlflow.db") as connection:
+        locations = dict(connection.execute("SELECT experiment_id, artifact_location FROM experiments"))
+    # No absolute path in the file: the folder can be cloned anywhere and resumed there.
+    assert locations == {0: store.ARTIFACTS_FOLDER, int(experiment_id): store.ARTIFACTS_FOLDER}
+    assert store.sqlite_file("http://127.0.0.1:5000") is None
+    assert store.sqlite_file(uri) == tmp_path / "results" / "mlflow.db"
+
+
+def test_finished_runs_are_found_by_config_hash_slot_and_cleanliness(store_uri):
+    uri, experiment_id = store_uri
+    client = MlflowClient(uri)
+    busy = finished(client, experiment_id, {"config_hash": "h1"}, other_cpu_fraction=0.3)
+    assert store.find_finished_run(uri, experiment_id, "h1") == busy
+    # rerun_contended: a run timed while other processes used the machine is not done.
+    assert store.find_finished_run(uri, experiment_id, "h1", clean_only=True) is None
+    clean = finished(client, experiment_id, {"config_hash": "h1"}, other_cpu_fraction=0.01)
+    assert store.find_finished_run(uri, experiment_id, "h1", clean_only=True) == clean
+    finished(client, experiment_id, {"config_hash": "h2"}, status="FAILED")
+    assert store.find_finished_run(uri, experiment_id, "h2") is None
+    # The `last` timing slot of a table's baseline is done only by a run in that slot.
+    assert store.find_finished_run(uri, experiment_id, "h1", timing_slot="last") is None
+    last = finished(client, experiment_id, {"config_hash": "h1", "timing_slot": "last"})
+    assert store.find_finished_run(uri, experiment_id, "h1", timing_slot="last") == last
+
+
+def test_machine_kinds_are_counted_per_task_scale_sifter_and_time(store_uri):
+    uri, experiment_id = store_uri
+    client = MlflowClient(uri)
+    for kind, sifter in ((AMX, "none"), (AMX, "random"), (ZEN5, "none")):
+        finished(client, experiment_id, {"task": "sst2_bert", "scale": "cpu", "sifter": sifter, "machine.kind": kind})
+    finished(client, experiment_id, {"task": "sst2_bert", "scale": "smoke", "sifter": "none", "machine.kind": AMX})
+    assert store.finished_machine_kinds(uri, experiment_id, "sst2_bert", "cpu") == {AMX: 2, ZEN5: 1}
+    assert store.finished_machine_kinds(uri, experiment_id, "sst2_bert", "cpu", "none") == {AMX: 1, ZEN5: 1}
+    later = max(run.info.start_time for run in client.search_runs([experiment_id])) + 1
+    assert store.finished_machine_kinds(uri, experiment_id, "sst2_bert", "cpu", since_ms=later) == {}
+
+
+def test_another_machine_kind_is_refused_with_the_kinds_named():
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create({"tracking": {"uri": "sqlite:///s.db"}, "task": {"name": "sst2_bert"},
+                            "scale": {"name": "cpu"}})
+    assert store.other_machine_error(cfg, {AMX: 3}, AMX) is None
+    error = store.other_machine_error(cfg, {AMX: 3, ZEN5: 1}, AMX)
+    assert f"1 on '{ZEN5}'" in error and "tracking.require_same_machine=false" in error
