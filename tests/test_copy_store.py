@@ -10,6 +10,7 @@ from conftest import ROOT
 
 def test_copy_is_a_readable_store_with_its_artifacts_and_counts_runs_by_status(tmp_path):
     source, target = tmp_path / "sweep" / "results" / "cpu_long", tmp_path / "results" / "cpu_long"
+    source.mkdir(parents=True)
     client = MlflowClient(f"sqlite:///{source / 'mlflow.db'}")
     experiment = client.create_experiment("sift_bench", artifact_location="mlartifacts")
     finished, in_flight = client.create_run(experiment).info.run_id, client.create_run(experiment).info.run_id

@@ -27,7 +27,7 @@ def wait_training(client: MlflowClient, name: str):
     deadline = time.time() + 180
     while time.time() < deadline:
         runs = [run for experiment in client.search_experiments()
-                for run in client.search_runs([experiment.experiment_id], f"attributes.run_name = '{name}'")]
+                for run in client.search_runs([experiment.experiment_id], f"tags.mlflow.runName = '{name}'")]
         if runs and runs[0].info.status == "RUNNING" and runs[0].data.metrics:
             return runs[0]
         time.sleep(0.5)
