@@ -26,10 +26,12 @@ def relative(beta_value=1.0, sift_delay=0):
                                            loss_based_sift_config=LossConfig(SiftingBaseConfig(sift_delay=sift_delay)))
 
 
-def id_loader(**settings):
-    """Sample i is (features [4], id i): every yielded id can be traced back."""
+def id_loader(drop_last=False):
+    """Sample i is (features [4], id i), shuffled (in id order the id loss only grows, and every batch would be
+    kept): every yielded id can be traced back."""
     features = torch.randn(N, 4, generator=torch.Generator().manual_seed(0))
-    return DataLoader(TensorDataset(features, torch.arange(N)), batch_size=BATCH, **settings)
+    return DataLoader(TensorDataset(features, torch.arange(N)), batch_size=BATCH, shuffle=True, drop_last=drop_last,
+                      generator=torch.Generator().manual_seed(0))
 
 
 class IdLoss(Loss):
@@ -123,7 +125,8 @@ class FirstFeatureLoss(Loss):
 
 def test_batch_format_index_0_reads_a_list_of_samples():
     dataset = [(torch.tensor([float(i)]), i) for i in range(N)]
-    loader = DataLoader(dataset, batch_size=BATCH, collate_fn=list)  # each batch: a list of (features, id) samples
+    loader = DataLoader(dataset, batch_size=BATCH, collate_fn=list, shuffle=True,  # a list of (features, id) samples
+                        generator=torch.Generator().manual_seed(0))
     with pytest.raises(ValueError, match=r"does not match dimension 1 .*matches dimension 0: pass batch_format_index=0"):
         next(iter(SiftingDataloader(relative(), loader, FirstFeatureLoss(), torch.nn.Linear(1, 1))))
     sifter = SiftingDataloader(relative(), loader, FirstFeatureLoss(), torch.nn.Linear(1, 1), batch_format_index=0)
@@ -135,7 +138,8 @@ def test_batch_format_index_0_reads_a_list_of_samples():
 
 def test_batch_format_index_1_takes_a_tensors_samples_along_dimension_1():
     series = torch.arange(N).float().reshape(1, N, 1).repeat(3, 1, 2)  # [time 3, sample, features 2]
-    loader = DataLoader(TensorDataset(series.transpose(0, 1)), batch_size=BATCH,
+    loader = DataLoader(TensorDataset(series.transpose(0, 1)), batch_size=BATCH, shuffle=True,
+                        generator=torch.Generator().manual_seed(0),
                         collate_fn=lambda items: torch.stack([item[0] for item in items], dim=1))
 
     class LastStepLoss(Loss):
@@ -159,7 +163,7 @@ def test_the_loader_a_hugging_face_trainer_builds_is_accepted():
 
     # What Trainer.get_train_dataloader returns: accelerate's DataLoaderShard (built here without an Accelerator,
     # whose state is process-wide).
-    shard = prepare_data_loader(id_loader(shuffle=True, drop_last=True), num_processes=1, process_index=0)
+    shard = prepare_data_loader(id_loader(drop_last=True), num_processes=1, process_index=0)
     assert shard.batch_size is None  # accelerate batches through a batch sampler
     sifter = SiftingDataloader(relative(), shard, IdLoss(), torch.nn.Linear(4, 1))
     assert (sifter.batch_size, sifter.drop_last) == (BATCH, True)

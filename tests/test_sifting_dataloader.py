@@ -483,6 +483,9 @@ def test_bad_arguments_are_rejected():
     with pytest.raises(TypeError, match=r"re-iterable .*not an iterator"):
         SiftingDataloader(relative_config(), iter(loader), TableLoss(torch.rand(10)), tiny_net())
     with pytest.raises(TypeError, match=r"sift_config must be a policy \(a subclass of sift_bench.sifting.SiftPolicy"):
+        SiftingDataloader("beta_value=1", loader, TableLoss(torch.rand(10)), tiny_net())
+    # A dict is a RelativeProbabilisticSiftConfig's fields, as SageMaker's SiftingDataloader takes it.
+    with pytest.raises(TypeError, match=r"sift_config is missing keys \['loss_history_length', 'loss_based_sift_config'\]"):
         SiftingDataloader({"beta_value": 1}, loader, TableLoss(torch.rand(10)), tiny_net())
     with pytest.raises(TypeError, match=r"loss_impl must be a sift_bench.sifting.Loss"):
         SiftingDataloader(relative_config(), loader, None, tiny_net())

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 import torch
@@ -39,6 +39,10 @@ def _from_mapping(cls: type, value: Any, field_name: str) -> Any:
             raise TypeError(
                 f"{field_name} got unknown keys {unknown}; {cls.__name__} takes {allowed}"
             )
+        required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
+        missing = [name for name in required if name not in value]
+        if missing:
+            raise TypeError(f"{field_name} is missing keys {missing}; {cls.__name__} requires {required}")
         return cls(**dict(value))
     raise TypeError(
         f"{field_name} must be a {cls.__name__} or a dict of its fields, "
