@@ -125,7 +125,7 @@ def test_a_sweep_refused_before_any_job_ran_leaves_no_parent_run(sweep, message,
 
 
 def train_result(other_cpu_fraction: float):
-    from sift_bench.train import EvalPoint, TrainResult
+    from sift_bench.recorder import EvalPoint, TrainResult
 
     point = EvalPoint(epoch=1.0, samples_seen=20000, samples_trained=5000, train_time_s=100.0, train_loss=0.4,
                       val_accuracy=86.0, test_accuracy=83.0, pct_accepted=25.0, lr_multiplier=0.0)
@@ -139,6 +139,7 @@ def test_a_run_timed_on_a_busy_machine_says_so_in_its_summary_and_its_tags(store
     import mlflow
 
     from sift_bench import tracking
+    from sift_bench.store import use_store
     from sift_bench.__main__ import summary
 
     cfg = compose_config(["+experiment=bert", f"tracking.uri={store}"])
@@ -146,7 +147,7 @@ def test_a_run_timed_on_a_busy_machine_says_so_in_its_summary_and_its_tags(store
     assert ("machine      busy: other processes used 0.31 of a core while it trained (over 0.05): its train time is "
             "suspect") in busy
     assert "machine      busy" not in summary(cfg, train_result(0.01), 0.0064, "run-id")
-    experiment_id = tracking.use_store(store, "sift_bench")
+    experiment_id = use_store(store, "sift_bench")
     for fraction, contended in ((0.31, "true"), (0.01, "false")):
         with mlflow.start_run(experiment_id=experiment_id) as run:
             tracking.log_final(train_result(fraction), 0.0064)
