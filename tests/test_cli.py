@@ -25,6 +25,7 @@ def runs_in(store: str):
     return client, client.search_runs([e.experiment_id for e in experiments]) if experiments else []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("experiment", ["bert", "resnet"])
 def test_experiment_runs_end_to_end_and_logs_everything(experiment, store, tmp_path):
     result = run_cli([f"+experiment={experiment}", "scale=smoke", f"tracking.uri={store}"], tmp_path)
@@ -51,6 +52,7 @@ def test_experiment_runs_end_to_end_and_logs_everything(experiment, store, tmp_p
     assert "beta_value: 3" in (tmp_path / run.info.artifact_uri / "config.yaml").read_text()
 
 
+@pytest.mark.slow
 def test_baseline_trains_on_every_sample(store, tmp_path):
     result = run_cli(["task=sst2_bert", "sifter=none", "scale=smoke", f"tracking.uri={store}", "seed=3"], tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -60,6 +62,7 @@ def test_baseline_trains_on_every_sample(store, tmp_path):
     assert metrics["sift_time_s"] == 0.0 and runs[0].data.tags["seed"] == "3"
 
 
+@pytest.mark.slow
 def test_random_control_never_scores(store, tmp_path):
     result = run_cli(["task=cifar10_resnet", "sifter=random", "sifter.keep_fraction=0.5", "sifter.sift_delay=0",
                       "scale=smoke", f"tracking.uri={store}"], tmp_path)
@@ -83,6 +86,7 @@ def test_random_control_never_scores(store, tmp_path):
     (["+sifter.beta_vlaue=1", "sifter=relative_probabilistic"], "Key 'beta_vlaue' not in 'RelativeProbabilisticSifter'"),
     (["task._target_=sift_bench.no_such.build"], "task._target_='sift_bench.no_such.build' is not allowed"),
 ])
+@pytest.mark.slow
 def test_bad_values_fail_fast_with_a_clear_message(overrides, message, store, tmp_path):
     result = run_cli([*overrides, f"tracking.uri={store}"], tmp_path, timeout=60)
     assert result.returncode != 0
@@ -91,6 +95,7 @@ def test_bad_values_fail_fast_with_a_clear_message(overrides, message, store, tm
     assert runs_in(store)[1] == []  # no run was started: it failed before training
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("typo", ["trainer.epoch=1", "+trainer.epoch=1"])
 def test_a_misspelled_key_is_answered_with_the_key_meant(typo, store, tmp_path):
     # Hydra would advise `+trainer.epoch=1`, which the schema refuses too: the answer is the key the user meant.
@@ -101,6 +106,7 @@ def test_a_misspelled_key_is_answered_with_the_key_meant(typo, store, tmp_path):
     assert runs_in(store)[1] == []
 
 
+@pytest.mark.slow
 def test_the_experiments_baseline_and_random_control_run_as_a_sweep(store, tmp_path):
     # `+experiment=bert sifter=none` is the README run's baseline: the experiment sets no key of its own sifter.
     result = run_cli(["-m", "+experiment=bert", "sifter=none,random", "scale=smoke", "trainer.epochs=1",
@@ -118,6 +124,7 @@ def test_the_experiments_baseline_and_random_control_run_as_a_sweep(store, tmp_p
     ("trainer.epochs=0,1", "trainer.epochs=0 is not allowed"),  # refused by the job's validation
     ("trainer.epoch=1,2", "did you mean trainer.epochs?"),  # refused by Hydra, composing the sweep's jobs
 ])
+@pytest.mark.slow
 def test_a_sweep_refused_before_any_job_ran_leaves_no_parent_run(sweep, message, store, tmp_path):
     result = run_cli(["-m", "task=sst2_bert", "scale=smoke", sweep, f"tracking.uri={store}"], tmp_path, timeout=120)
     assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
@@ -154,6 +161,7 @@ def test_a_run_timed_on_a_busy_machine_says_so_in_its_summary_and_its_tags(store
         assert MlflowClient(store).get_run(run.info.run_id).data.tags["timing.contended"] == contended
 
 
+@pytest.mark.slow
 def test_a_missing_data_set_is_reported_with_where_it_looked(store, tmp_path):
     empty = tmp_path / "empty_data"
     empty.mkdir()
@@ -163,6 +171,7 @@ def test_a_missing_data_set_is_reported_with_where_it_looked(store, tmp_path):
     assert runs_in(store)[1] == []
 
 
+@pytest.mark.slow
 def test_interrupted_run_is_marked_killed(store, tmp_path):
     env_args = ["+experiment=bert", "scale=smoke", "trainer.epochs=500", f"tracking.uri={store}",
                 f"hydra.run.dir={tmp_path}/outputs"]
@@ -192,6 +201,7 @@ def test_interrupted_run_is_marked_killed(store, tmp_path):
     assert f"sift_bench: interrupted, run {run.info.run_id} marked KILLED" in stderr and "Traceback" not in stderr
 
 
+@pytest.mark.slow
 def test_multirun_makes_a_parent_with_children_and_resume_skips_finished(store, tmp_path):
     args = ["-m", "+experiment=bert", "scale=smoke", "trainer.epochs=1", "seed=0,1", f"tracking.uri={store}"]
     result = run_cli(args, tmp_path)
@@ -215,6 +225,7 @@ def test_multirun_makes_a_parent_with_children_and_resume_skips_finished(store, 
         parents[0].info.run_id}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("table", sorted(p.stem for p in (CONF_DIR / "experiment").glob("*_table.yaml")))
 def test_every_table_sweep_runs_at_smoke_scale(table, store, tmp_path):
     result = run_cli([f"+experiment={table}", "scale=smoke", "hydra.sweeper.params.seed=0", f"tracking.uri={store}"],
@@ -233,6 +244,7 @@ def test_every_table_sweep_runs_at_smoke_scale(table, store, tmp_path):
         assert (metrics["sift_time_s"] > 0) == (scoring and metrics["pct_accepted"] < 100)
 
 
+@pytest.mark.slow
 def test_an_unreachable_hub_model_is_reported_with_the_offline_alternative(store, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # this machine has no hub; fail at once rather than time out
     result = run_cli(["task=sst2_bert", "scale=smoke", "task.model.source=hub", "task.model.name=no-such-org/no-such-bert",
@@ -243,6 +255,7 @@ def test_an_unreachable_hub_model_is_reported_with_the_offline_alternative(store
     assert runs_in(store)[1] == []
 
 
+@pytest.mark.slow
 def test_a_table_store_refuses_a_second_machine_kind_per_task(store, tmp_path):
     client = MlflowClient(store)
     experiment_id = client.create_experiment("sift_bench", artifact_location=(tmp_path / "mlartifacts").as_uri())
@@ -261,6 +274,7 @@ def test_a_table_store_refuses_a_second_machine_kind_per_task(store, tmp_path):
         assert compose_config([f"+experiment={table}"]).tracking.require_same_machine is False
 
 
+@pytest.mark.slow
 def test_resume_times_the_baseline_again_on_a_machine_kind_that_has_none(store, tmp_path):
     args = ["task=sst2_bert", "sifter=none", "scale=smoke", "trainer.epochs=1", "tracking.skip_finished=true",
             f"tracking.uri={store}"]
@@ -284,6 +298,7 @@ def test_resume_times_the_baseline_again_on_a_machine_kind_that_has_none(store, 
         assert config.tracking.baseline_per_machine is True and config.tracking.skip_finished is True
 
 
+@pytest.mark.slow
 def test_a_job_after_start_before_is_skipped_before_anything_loads(store, tmp_path):
     result = run_cli(["-m", "task=sst2_bert", "scale=smoke", "seed=0,1", "tracking.start_before=2000-01-01T00:00",
                       f"tracking.uri={store}"], tmp_path, timeout=120)
@@ -292,6 +307,7 @@ def test_a_job_after_start_before_is_skipped_before_anything_loads(store, tmp_pa
     assert [r for r in runs_in(store)[1] if r.data.tags.get("run_kind") != "sweep"] == []
 
 
+@pytest.mark.slow
 def test_the_table_script_goes_on_to_the_next_sweep_when_one_is_refused(store, tmp_path):
     # The store's CIFAR runs came from another machine kind: the ResNet sweep is refused, the BERT sweep runs.
     client = MlflowClient(store)
@@ -315,6 +331,7 @@ def test_the_table_script_goes_on_to_the_next_sweep_when_one_is_refused(store, t
     assert (out / "report.md").is_file()
 
 
+@pytest.mark.slow
 def test_a_job_refuses_a_machine_kind_that_lacks_the_required_text(store, tmp_path):
     refused = run_cli(["task=sst2_bert", "scale=smoke", "tracking.require_machine=no_such_cpu_flag", f"tracking.uri={store}"],
                       tmp_path, timeout=120)
@@ -326,6 +343,7 @@ def test_a_job_refuses_a_machine_kind_that_lacks_the_required_text(store, tmp_pa
         assert compose_config([f"+experiment={table}", "scale=cpu"]).tracking.require_machine is None
 
 
+@pytest.mark.slow
 def test_a_table_sitting_times_the_baseline_first_and_last_and_the_next_sitting_again(store, tmp_path):
     args = ["-m", "task=sst2_bert", "scale=smoke", "trainer.epochs=1", "seed=0",
             "+table_row=baseline,random_0.5,baseline_last", "tracking.skip_finished=true",
@@ -361,6 +379,7 @@ def test_help_says_what_sift_bench_does_with_the_commands_and_groups(tmp_path):
     assert "beta_value" in result.stdout  # the config's keys follow
 
 
+@pytest.mark.slow
 def test_a_table_resume_trains_again_a_run_timed_on_a_busy_machine(store, tmp_path):
     args = ["task=sst2_bert", "sifter=none", "scale=smoke", "trainer.epochs=1", "tracking.skip_finished=true",
             f"tracking.uri={store}"]

@@ -38,6 +38,7 @@ def test_every_experiment_composes(experiment, data_dir):
     validate(cfg)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("experiment,sifter", list(itertools.product(EXPERIMENTS, SIFTERS)))
 def test_every_experiment_composes_with_every_sifter(experiment, sifter, data_dir):
     # An experiment sets only what differs from the groups it picks, so `+experiment=bert sifter=none` is its

@@ -18,6 +18,7 @@ def cifar(data_dir, tmp_path_factory):
     return load_cifar10("zip", str(data_dir), str(tmp_path_factory.mktemp("cache")))
 
 
+@pytest.mark.slow
 def test_cifar10_zip_loads_all_images_with_balanced_labels(cifar):
     assert cifar.train_images.shape == (50000, 3, 32, 32) and cifar.train_images.dtype == torch.uint8
     assert cifar.test_images.shape == (10000, 3, 32, 32)
@@ -28,6 +29,7 @@ def test_cifar10_zip_loads_all_images_with_balanced_labels(cifar):
     assert torch.allclose(means, torch.tensor([0.4913, 0.4821, 0.4465]), atol=2e-3)
 
 
+@pytest.mark.slow
 def test_cifar10_cache_gives_the_same_arrays(cifar, data_dir, tmp_path):
     first = load_cifar10("zip", str(data_dir), str(tmp_path))
     assert len(list(tmp_path.glob("cifar10-*.npz"))) == 1
@@ -125,6 +127,7 @@ def test_cifar10_validation_is_a_seeded_class_balanced_holdout_of_train(cifar):
 
 @pytest.mark.parametrize("task,val_size,train_size,test_size", [
     ("cifar10_resnet", 5000, 45000, 10000), ("sst2_bert", 1000, 10000, 872)])
+@pytest.mark.slow
 def test_cpu_tasks_train_on_one_split_choose_on_validation_and_report_on_test(task, val_size, train_size, test_size,
                                                                               data_dir, tmp_path):
     cfg = compose_config([f"task={task}", "scale=cpu", f"paths.data_dir={data_dir}", f"paths.cache_dir={tmp_path}"])

@@ -49,6 +49,7 @@ def run_worker(policy: str, sync: str, tmp_path: Path, ranks: int) -> dict:
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sync", ["global", "local"])
 @pytest.mark.parametrize("policy", POLICIES)
 def test_every_rank_yields_the_same_batches_and_counts_every_sample(policy, sync, tmp_path):
@@ -80,6 +81,7 @@ def test_every_rank_yields_the_same_batches_and_counts_every_sample(policy, sync
         assert same_memory == (sync == "global"), "global sync remembers every rank's training losses"
 
 
+@pytest.mark.slow
 def test_global_kept_fraction_matches_one_process():
     """Sifting against one shared history selects what one process selects, within sampling error."""
     import tempfile
@@ -150,6 +152,7 @@ def test_bad_ddp_settings_are_refused_before_training(monkeypatch, data_dir):
 BATCHES = re.compile(r"rank (\d) of 2: (\d+) batches")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["sst2_bert", "cifar10_resnet"])
 def test_torchrun_trains_every_policy_into_one_run_per_job(task, tmp_path):
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"

@@ -1,6 +1,7 @@
 """examples/digits: a user's task outside the package, run through the CLI into a store and through the report."""
 
 import pandas as pd
+import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, run_cli, run_report
@@ -8,6 +9,7 @@ from conftest import ROOT, run_cli, run_report
 DIGITS = ROOT / "examples" / "digits"
 
 
+@pytest.mark.slow
 def test_the_digits_example_runs_through_the_cli_and_the_report(store, tmp_path):
     result = run_cli(["-m", f"--config-dir={DIGITS / 'conf'}", "+experiment=digits", "scale=smoke", "trainer.epochs=2",
                       "sifter=none,random,relative_probabilistic", f"tracking.uri={store}"], tmp_path,

@@ -35,6 +35,7 @@ def test_where_how_and_at_what_price_do_not_change_the_hash():
     assert hash_of(["task=sst2_bert", "sifter=none", "trainer.optimizer.implementation=for-loop"]) != plain
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("table", sorted(TABLES.values()))
 def test_a_table_only_setting_rehashes_only_the_rows_that_use_it(table):
     def hashes(extra):
@@ -51,6 +52,7 @@ def test_the_readme_command_is_the_tables_beta_3_row(experiment, table):
     assert hash_of([f"+experiment={experiment}"]) == hash_of([f"+experiment={table}", "+table_row=beta_3", "seed=0"])
 
 
+@pytest.mark.slow
 def test_every_committed_table_run_keeps_its_identity(tmp_path):
     # "Resuming the table finds nothing left to run": each FINISHED run of results/cpu, composed again from the
     # overrides it recorded, hashes to the config_hash it was logged with, whatever keys were added since.
@@ -75,6 +77,7 @@ def test_every_committed_table_run_keeps_its_identity(tmp_path):
     assert changed == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("table,epochs", [("bert_table", 4), ("resnet_table", 30)])
 def test_a_long_budget_row_is_the_tables_row_trained_longer(table, epochs):
     from omegaconf import open_dict

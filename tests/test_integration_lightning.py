@@ -117,6 +117,7 @@ def test_a_step_budget_is_refused_since_training_is_planned_in_epochs():
         fit(DigitsClassifier(), data, max_steps=50)
 
 
+@pytest.mark.slow
 def test_ddp_ranks_take_the_same_steps_on_disjoint_shards_and_finish(tmp_path):
     args = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(WORKER),
             str(tmp_path)]

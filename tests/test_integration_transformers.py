@@ -274,6 +274,7 @@ def test_train_hf_feeds_stale_losses_back(tmp_path):
     assert points[-1].lr_multiplier == 0.0 and points == result.history
 
 
+@pytest.mark.slow
 def test_cli_trains_with_the_hugging_face_trainer(tmp_path):
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     result = run_cli(["+experiment=bert_hf", "scale=smoke", f"tracking.uri={store}", "trainer.epochs=1"], tmp_path)

@@ -45,6 +45,7 @@ def assert_clean(result: subprocess.CompletedProcess) -> None:
         assert error not in result.stderr, result.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_joblib_runs_three_jobs_at_once_as_children_of_one_parent_on_a_server(tracking_server, tmp_path):
     uri, folder = tracking_server
     result = run_cli(["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=3", *JOB, "seed=0,1,2",
@@ -58,6 +59,7 @@ def test_joblib_runs_three_jobs_at_once_as_children_of_one_parent_on_a_server(tr
     assert len(list((folder / "mlartifacts").rglob("config.yaml"))) == 3
 
 
+@pytest.mark.slow
 def test_submitit_local_jobs_attach_to_the_parent_across_processes(tracking_server, tmp_path):
     uri, _ = tracking_server
     result = run_cli(["-m", "hydra/launcher=submitit_local", *JOB, "seed=3,4", f"tracking.uri={uri}"], tmp_path,
@@ -68,6 +70,7 @@ def test_submitit_local_jobs_attach_to_the_parent_across_processes(tracking_serv
     assert len(list((tmp_path / "multirun" / ".submitit").rglob("*_result.pkl"))) == 2
 
 
+@pytest.mark.slow
 def test_a_resumed_parallel_sweep_reuses_its_parent_and_adds_no_children(tracking_server, tmp_path):
     uri, _ = tracking_server
     sweep = ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", *JOB, "tracking.skip_finished=true",
@@ -87,6 +90,7 @@ def test_a_resumed_parallel_sweep_reuses_its_parent_and_adds_no_children(trackin
     assert sorted(p.data.tags["sweep"] for p in sweep_runs(uri)[0]) == ["other", "resume_me"]
 
 
+@pytest.mark.slow
 def test_parallel_jobs_into_one_fresh_sqlite_file_all_finish(tmp_path):
     # The store and experiment are made once before the jobs, under a file lock: no race in MLflow's migration.
     store = f"sqlite:///{tmp_path / 'fresh' / 'mlflow.db'}"
@@ -96,6 +100,7 @@ def test_parallel_jobs_into_one_fresh_sqlite_file_all_finish(tmp_path):
     assert_one_parent_with_children(store, ["0", "1", "2"])
 
 
+@pytest.mark.slow
 def test_two_single_jobs_started_at_once_into_a_fresh_sqlite_file_both_finish(tmp_path):
     # No sweep callback here: each job opens the fresh store itself, and the lock in use_store orders them.
     store = f"sqlite:///{tmp_path / 'fresh' / 'mlflow.db'}"
@@ -118,6 +123,7 @@ def test_two_single_jobs_started_at_once_into_a_fresh_sqlite_file_both_finish(tm
     assert len(client.search_experiments(filter_string="name = 'sift_bench'")) == 1
 
 
+@pytest.mark.slow
 def test_under_torchrun_rank_0_alone_makes_the_sweep_parent(tmp_path):
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     env = {**os.environ, "SIFT_BENCH_DATA_DIR": str(offline_data_dir()),

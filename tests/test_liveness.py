@@ -34,6 +34,7 @@ def wait_training(client: MlflowClient, name: str):
     pytest.fail(f"run {name} never started training")
 
 
+@pytest.mark.slow
 def test_killed_run_is_marked_lost_by_the_next_sweep_and_a_live_one_is_not(store, tmp_path):
     client = MlflowClient(store)
     client.search_experiments()  # create the store's tables here, so two processes never migrate it at once

@@ -106,6 +106,7 @@ def test_a_policy_by_import_path_is_checked_like_the_built_in_ones(monkeypatch):
             validate(cfg)
 
 
+@pytest.mark.slow
 def test_a_policy_of_ones_own_runs_end_to_end_into_mlflow_and_the_report(policy_conf, store, tmp_path):
     here = Path(__file__).parent
     result = run_cli(["-m", f"--config-dir={policy_conf}", "task=sst2_bert", "scale=smoke", "trainer.epochs=1",

@@ -5,6 +5,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, run_cli
@@ -33,6 +34,7 @@ def test_the_pattern_finds_the_paths_a_store_used_to_carry():
         assert not ABSOLUTE_PATH.search(text), text
 
 
+@pytest.mark.slow
 def test_a_store_moves_with_its_artifacts_and_resumes_from_anywhere(tmp_path):
     made_here, clone = tmp_path / "made", tmp_path / "clone"
     (made_here / "results").mkdir(parents=True)

@@ -30,6 +30,7 @@ def runs_of(store: str, task: str) -> list:
                               order_by=["attributes.start_time ASC"])
 
 
+@pytest.mark.slow
 def test_a_plain_pytorch_script_runs_unchanged_and_its_run_records_the_sifting(store, tmp_path):
     result = run_runner(["--tracking-uri", store, "--seeds", "0", str(EXAMPLES / "pytorch_listbatch.py"),
                          "--epochs", "2", "--beta", "1"], tmp_path)
@@ -54,6 +55,7 @@ def test_a_plain_pytorch_script_runs_unchanged_and_its_run_records_the_sifting(s
     assert "mlflow run" in result.stdout and "accepted" in result.stdout
 
 
+@pytest.mark.slow
 def test_the_baseline_passes_everything_through_and_the_control_keeps_what_beta_implies(store, tmp_path):
     script = str(EXAMPLES / "pytorch_listbatch.py")
     for arm in ("none", "random"):
@@ -69,6 +71,7 @@ def test_the_baseline_passes_everything_through_and_the_control_keeps_what_beta_
     assert control.data.metrics["sift_time_s"] == 0 and control.data.metrics["pct_accepted"] == pytest.approx(41, abs=5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setup", ["simple", "custom"])
 def test_a_hugging_face_trainer_script_runs_unchanged_in_both_documented_setups(store, tmp_path, setup):
     result = run_runner(["--tracking-uri", store, "--seeds", "0", str(EXAMPLES / "hf_trainer.py"), "--setup", setup,
@@ -82,6 +85,7 @@ def test_a_hugging_face_trainer_script_runs_unchanged_in_both_documented_setups(
     assert 0 <= metrics["eval_accuracy"] <= 1  # logged by the Trainer's own MLflowCallback into the same run
 
 
+@pytest.mark.slow
 def test_a_lightning_script_runs_unchanged_with_its_metrics_recorder(store, tmp_path):
     result = run_runner(["--tracking-uri", store, "--seeds", "0", str(EXAMPLES / "lightning_datamodule.py"),
                          "--epochs", "2"], tmp_path)
@@ -104,6 +108,7 @@ def test_outside_the_runner_smart_sifting_does_not_resolve(tmp_path):
     assert result.returncode == 1 and "No module named 'smart_sifting'" in result.stderr
 
 
+@pytest.mark.slow
 def test_bad_usage_is_named(tmp_path):
     result = run_runner(["--metric", "val_acc", str(EXAMPLES / "pytorch_listbatch.py")], tmp_path)
     assert result.returncode == 2 and "--metric and --out go with --compare" in result.stderr

@@ -103,6 +103,7 @@ def stop_and_check_nothing_is_left(process: subprocess.Popen, started: list[int]
         urllib.request.urlopen(f"{uri}/health", timeout=5)
 
 
+@pytest.mark.slow
 def test_the_printed_tracking_uri_serves_a_job_and_the_report_and_ctrl_c_stops_it(tmp_path):
     store = tmp_path / "store"
     # Started as a script's background job is (SIGINT ignored): Ctrl-C must still stop it.
@@ -127,6 +128,7 @@ def test_the_printed_tracking_uri_serves_a_job_and_the_report_and_ctrl_c_stops_i
         kill_everything(process, server)
 
 
+@pytest.mark.slow
 def test_kill_stops_the_server_too(tmp_path):
     process, uri = start_server_command(tmp_path / "store")
     server = server_pids(process.pid)
