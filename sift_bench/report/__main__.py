@@ -172,7 +172,7 @@ def budget_view(cli, args, command: str) -> int:
     except ValueError as error:
         cli.error(str(error))
     print(f"sift_bench.report: {len(view)} rows over budgets "
-          + ", ".join(f"{task} {sorted(rows['budget_epochs'].unique())} epochs"
+          + ", ".join(f"{task} {sorted(int(epochs) for epochs in rows['budget_epochs'].unique())} epochs"
                       for task, rows in view.groupby("task", sort=False))
           + f"; wrote {out}/budget.csv, budget.md, budget.png{replacing}")
     for _, row in view[report.is_sifted(view)].iterrows():
