@@ -24,18 +24,20 @@ from sift_bench.store import sqlite_file
 PARENT_RUN_ENV = "SIFT_BENCH_PARENT_RUN_ID"
 SWEEP_STARTED_ENV = "SIFT_BENCH_SWEEP_STARTED_MS"  # when this sitting's sweep began, in ms since the epoch
 CONTENDED_TAG = "timing.contended"  # "true" when other processes used the machine while the run trained
-def _git(*args: str) -> str | None:
-    """What `git ARGS` prints in the checkout sift_bench runs from, or None (no git, no checkout, an error)."""
+def _git(*args: str, cwd: Path | None = None) -> str | None:
+    """What `git ARGS` prints in the checkout of `cwd` (default: the one sift_bench runs from), or None (no git, no
+    checkout, an error)."""
     try:
         out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
+                             cwd=cwd or Path(__file__).resolve().parent)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def git_commit() -> str | None:
-    return _git("rev-parse", "HEAD")
+def git_commit(folder: Path | None = None) -> str | None:
+    """The commit checked out where `folder` lies (default: sift_bench's own checkout), or None."""
+    return _git("rev-parse", "HEAD", cwd=folder)
 
 
 def git_remote() -> str | None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import subprocess
 import time
 from dataclasses import fields
 from pathlib import Path
@@ -138,16 +137,6 @@ def lightning_metrics(sifters: list[Any]) -> dict[str, float]:
     return metrics
 
 
-def script_commit(script: Path) -> str | None:
-    """The commit of the git checkout the script lies in, or None."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=script.resolve().parent)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
 def config_hash(script: str, script_args: list[str], arm: str, seed: int | None) -> str:
     """What was run: the script, its arguments, the arm and the seed (the script's own settings are in its args)."""
     identity = {"script": portable(str(Path(script).resolve())), "args": script_args, "arm": arm,
@@ -170,7 +159,7 @@ def start_run(uri: str, experiment_name: str, script: str, script_args: list[str
     if commit:
         tags["git_commit"] = commit
         tags["mlflow.source.git.commit"] = commit
-    own_commit = script_commit(Path(script))
+    own_commit = tracking.git_commit(Path(script).resolve().parent)
     if own_commit:
         tags["script.git_commit"] = own_commit
     run_name = " ".join(part for part in (name, SCALE, arm, f"seed={tags['seed']}"))
