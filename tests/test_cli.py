@@ -1,10 +1,15 @@
 """The real entry point, `python -m sift_bench`, end to end into a temporary sqlite store."""
 
+import fcntl
 import math
 import os
+import pty
+import re
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -199,6 +204,51 @@ def test_interrupted_run_is_marked_killed(store, tmp_path):
     run = runs_in(store)[1][0]
     assert run.info.status == "KILLED"
     assert f"sift_bench: interrupted, run {run.info.run_id} marked KILLED" in stderr and "Traceback" not in stderr
+
+
+LOG_PREFIX = re.compile(r"\[\d{4}-\d\d-\d\d [\d:,]+\]\[sift_bench\.train\]\[INFO\]")
+
+
+def run_in_a_terminal(args: list[str], cwd: Path, timeout: float = 300) -> tuple[int, str]:
+    """Run `python -m sift_bench ARGS` with a pseudo-terminal (120 columns) as stdin, stdout and stderr, as a user at
+    a shell does; returns the exit status and everything the terminal received."""
+    primary, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    env = {**os.environ, "SIFT_BENCH_DATA_DIR": str(offline_data_dir()), "SIFT_BENCH_CACHE_DIR": str(CACHE_DIR)}
+    process = subprocess.Popen([sys.executable, "-m", "sift_bench", *args, f"hydra.run.dir={cwd}/outputs"], cwd=cwd,
+                               env=env, stdin=secondary, stdout=secondary, stderr=secondary)
+    os.close(secondary)
+    received = bytearray()
+    try:
+        while True:
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:  # EIO: every writer closed the terminal
+                break
+            if not chunk:
+                break
+            received += chunk
+        status = process.wait(timeout=timeout)
+    finally:
+        os.close(primary)
+        if process.poll() is None:
+            process.kill()
+    return status, received.decode(errors="replace")
+
+
+@pytest.mark.slow
+def test_in_a_terminal_every_log_line_starts_a_line_of_its_own_under_the_progress_bar(store, tmp_path):
+    # A log line written straight to the terminal lands after the bar's text on the bar's line; through tqdm.write
+    # (logging_redirect_tqdm) the bar is cleared back to the line's start first, and redrawn after.
+    status, received = run_in_a_terminal(["+experiment=bert", "scale=smoke", "trainer.progress=true",
+                                          f"tracking.uri={store}"], tmp_path)
+    assert status == 0, received[-3000:]
+    assert "sample/s" in received or "it/s" in received, "no progress bar was drawn: " + received[-3000:]
+    logged = [line for line in received.split("\n") if LOG_PREFIX.search(line)]
+    assert len(logged) >= 2, received[-3000:]
+    for line in logged:
+        before = line[:LOG_PREFIX.search(line).start()]
+        assert before.split("\r")[-1] == "", f"a log line shares its line with the bar: {line!r}"
 
 
 @pytest.mark.slow

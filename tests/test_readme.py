@@ -1,11 +1,13 @@
 """The documentation holds: its MLflow search examples are ones MLflow accepts, each selecting the runs it says,
-and every relative link in README.md and docs/ leads to a file (and a heading) that exists."""
+every relative link in README.md and docs/ leads to a file (and a heading) that exists, and README's results table
+is the one the committed reports print."""
 
 import re
 
 from mlflow.tracking import MlflowClient
 
 from conftest import ROOT
+from sift_bench.report import status
 
 SEARCH_START = re.compile(r"^(tags|params|metrics|attributes)\.")
 
@@ -68,3 +70,14 @@ def test_the_readme_is_a_front_door():
     assert len(lines) <= 200, f"README.md has {len(lines)} lines: the detail belongs in docs/"
     commands = [line for line in lines[:8] if line.startswith(("python", "SIFT_BENCH_DATA_DIR", "pip"))]
     assert "pip install" in commands[0] and "python -m sift_bench +experiment=bert" in commands[1]
+
+
+def test_the_readme_status_is_the_table_the_committed_reports_print():
+    """README's results table is `status.status_lines` of the committed reports, and budget.md (rebuilt with them)
+    holds the same: a report rebuilt without its README line updated, or a figure typed by hand, fails here."""
+    folders = [ROOT / "results" / "cpu", ROOT / "results" / "cpu_long"]
+    table = "\n".join(status.status_lines(folders))
+    assert table.count("\n") >= 4  # header, rule and a row per task and budget
+    assert table in (ROOT / "README.md").read_text(), "README.md's results table differs from:\n" + table
+    assert table in (ROOT / "results" / "budget" / "budget.md").read_text(), (
+        "results/budget/budget.md is older than the tables: rebuild it with --budget-from")

@@ -3,6 +3,8 @@
 import pandas as pd
 import pytest
 
+from sift_bench import report
+from sift_bench.report import status
 from sift_bench.report.__main__ import main
 from test_report import KEEP25, KEEP50, NONE, RP1, RP3, SST2, frame_row, runs_frame
 
@@ -70,3 +72,36 @@ def test_a_folder_with_two_budgets_of_one_task_is_refused(tmp_path, capsys):
         main(["--budget-from", str(tmp_path / "short"), str(mixed), "--out", str(tmp_path / "b")])
     assert refused.value.code == 2
     assert "trained for ['3', '4'] epochs" in capsys.readouterr().err
+
+
+def test_the_status_table_has_a_row_per_task_and_budget_from_each_table(tmp_path, capsys):
+    short = report_folder(tmp_path / "short", 2, SHORT)
+    report_folder(tmp_path / "long", 4, LONG)
+    one_seed = tmp_path / "one_seed"
+    report_folder(one_seed, 8, [run for run in LONG if run[1] == 0])
+    capsys.readouterr()
+    assert main(["--budget-from", str(tmp_path / "short"), str(tmp_path / "long"), str(one_seed),
+                 "--out", str(tmp_path / "b")]) == 0
+    lines = status.status_lines([tmp_path / "short", tmp_path / "long", one_seed])
+    printed = capsys.readouterr().out
+    assert "\n".join(lines) in printed and "\n".join(lines) in (tmp_path / "b" / "budget.md").read_text()
+    header, rule, *rows = lines
+    assert len(rows) == 3 and rule.count("---") == header.count(" | ") + 1
+    cells = {row.split(" | ")[1]: row.strip("| ").split(" | ") for row in rows}
+    assert list(cells) == ["2 epochs", "4 epochs", "8 epochs"]  # by budget within the task
+
+    baseline = short[short["sifter"] == "none"].iloc[0]
+    example = short[(short["sifter"] == "relative_probabilistic") & (short["beta_value"] == 3)].iloc[0]
+    half = short[(short["sifter"] == "random") & (short["keep_fraction"] == 0.5)].iloc[0]
+    task, budget, seeds, baseline_cell, best, example_cell, half_cell = cells["2 epochs"]
+    assert (task, seeds) == ("sst2_bert", "2")
+    assert baseline_cell == f"{baseline['test_accuracy']:.2f} ± {baseline['test_accuracy_std']:.2f} %"
+    assert example_cell.startswith(f"{example['pct_time_savings']:.1f} % saved at {example['test_accuracy']:.2f} %, "
+                                   f"{example['accuracy_vs_frontier']:+.2f} ± ")
+    assert example_cell.endswith(f"points ({example['verdict_vs_frontier']})")
+    assert half_cell == f"{half['pct_time_savings']:.1f} % saved at {half['test_accuracy']:.2f} %"
+    chosen = report.headline_at_equal_time(short).iloc[0]
+    assert best.startswith(f"{chosen['config']}: " if isinstance(chosen["config"], str) else "none above it")
+    # The long table has no beta_value=3 row; one seed gives no verdict and says so.
+    assert cells["4 epochs"][5] == "not run"
+    assert cells["8 epochs"][2] == "1" and cells["8 epochs"][4] == "no verdict yet: every configuration has one seed"

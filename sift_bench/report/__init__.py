@@ -1,7 +1,8 @@
 """The savings report, from a frame of runs: which runs go in, their savings against the baseline timed nearest on
 their own machine kind, the table, its verdicts (the uniform-subsampling frontier at equal time, the random control
 at equal data, the headlines) and diagnostics. Pure pandas: reading a store (mlflow) is `sources`, writing and
-plotting `__main__`, `plots`, `markdown` and `budget`, so `import sift_bench.report` imports no mlflow.
+plotting `__main__`, `plots`, `markdown` (and its `notes`), `budget` and `status` (the tables' status, from
+table.csv), so `import sift_bench.report` imports no mlflow.
 
 One question per module: `vocabulary` (names and columns), `frame` (the runs frame, a row per run), `selection`
 (which runs go in, and why not), `timing` (time references and paired savings), `table` (a row per configuration),

@@ -18,8 +18,9 @@ import pandas as pd
 from sift_bench import report
 from sift_bench.portable import relative_frame, relative_text
 from sift_bench.report import markdown
-from sift_bench.report.plots import (PLOT_FILES, SAVINGS_PLOT, TIME_PLOT, plot_accuracy_vs_savings,
-                                     plot_accuracy_vs_time, time_plot_caption)
+from sift_bench.report.notes import report_notes
+from sift_bench.report.plots import (PLOT_FILES, SAVINGS_PLOT, SAVINGS_PLOT_CAPTION, TIME_PLOT,
+                                     plot_accuracy_vs_savings, plot_accuracy_vs_time, time_plot_caption)
 from sift_bench.report.sources import NothingToReport, read_csv_dir, read_history, read_store, runs_csv_path
 
 # conf/tracking/mlflow.yaml's defaults, so a bare `python -m sift_bench.report` reads what a bare job wrote.
@@ -46,50 +47,14 @@ def write_results(out: Path, used: pd.DataFrame, excluded: pd.DataFrame, history
 
     for name in PLOT_FILES:
         (out / name).unlink(missing_ok=True)  # a plot this report cannot draw must not be left from an older one
-    plots = {}
     plot_accuracy_vs_savings(table, scale, out / SAVINGS_PLOT)
-    plots[SAVINGS_PLOT] = ("Test accuracy against % training time saved, per task: the gray line is the "
-                           "uniform-subsampling frontier (the baseline at 0 and the random controls), every other "
-                           "configuration a numbered point, its number in the key under the axes. Error bars: std "
-                           "over seeds.")
+    plots = {SAVINGS_PLOT: SAVINGS_PLOT_CAPTION}
     kinds = dict(zip(used["run_id"], report.machine_kinds(used)))
     drawn = plot_accuracy_vs_time(table, history, kinds, scale, out / TIME_PLOT)
     if drawn:
         plots[TIME_PLOT] = time_plot_caption(drawn)
 
-    notes = []
-    for task in report.tasks_without_baseline(table):
-        notes.append(f"Task {markdown.fmt(task)} has no baseline (sifter=none) run at this scale: its savings, "
-                     "accuracy_baseline and accuracy_delta are empty.")
-    for task, short in report.fewer_seeds(table).items():
-        notes.append(f"Task {markdown.fmt(task)}: {len(short)} configurations lack some of the baseline's seeds "
-                     "(an unfinished sweep or a failed run); their accuracy delta is paired over the seeds they "
-                     "have: " + "; ".join(f"{config} (seeds {seeds})" for config, seeds in short) + ".")
-    for run_id, names in report.missing_metrics(used).items():
-        notes.append(f"Run {run_id} lacks {', '.join(names)}: left out of those means.")
-    for run_id, kind in report.runs_without_baseline(used).items():
-        notes.append(f"Run {run_id} ran on `{kind}`, where its task has no baseline run: its savings are unknown "
-                     "and left out of the means (its accuracy counts). Run the baseline on that kind to pair it.")
-    for run_id, fraction in report.contended_runs(used).items():
-        notes.append(f"Run {run_id}: other processes used {fraction:.2f} of a core per second while it trained "
-                     f"(over {report.CONTENDED_FRACTION:g}): its time is suspect.")
-    for pace in report.baseline_pace(used):
-        odd = "; ".join(f"run {run_id} (seed {seed}) at {100 * (ratio - 1):+.0f} %, the time reference of "
-                        f"{pace['referenced_by'][run_id]} runs (x {ratio:.3f})" for run_id, seed, ratio in pace["odd"])
-        measured, at_median = pace["baseline_time_s"], pace["baseline_time_at_median_s"]
-        notes.append(
-            f"Task {markdown.fmt(pace['task'])} on `{pace['machine_kind']}`: the baseline trained at an odd pace "
-            f"(seconds per unit of work, scoring left out, against the median of the task's {pace['n_runs']} runs "
-            f"on that kind): {odd}. Each run's savings divide by the pace of the baseline nearest it in time; at "
-            f"the median pace a run that takes an odd baseline as reference would read 100 - (100 - S) x that "
-            f"factor instead of its % time savings S. The baseline's mean time is {measured:.1f} s, "
-            f"{at_median:.1f} s at the median pace. The machine's speed drifted between runs: read savings within "
-            "that margin as noise, unless the drift lasted long enough for the nearest baseline to share it.")
-    for task, names in report.varying_settings(used).items():
-        notes.append(f"Runs of task {markdown.fmt(task)} differ in {', '.join(names)}, not only in the sifter and "
-                     "seed: its rows may compare different training setups.")
-    if TIME_PLOT not in plots:
-        notes.append("No per-evaluation history for the configurations to plot: accuracy_vs_time.png not drawn.")
+    notes = report_notes(table, used, time_plot_drawn=TIME_PLOT in plots)
     (out / "report.md").write_text(markdown.render_report(
         table=table, used=used, excluded=excluded, scale=scale, source=source, report_command=report_command,
         plots=plots, notes=notes))
@@ -158,7 +123,7 @@ def csv_scale(runs: pd.DataFrame) -> str | None:
 
 
 def budget_view(cli, args, command: str) -> int:
-    from sift_bench.report import budget
+    from sift_bench.report import budget, status
 
     if len(args.budget_from) < 2:
         cli.error("--budget-from takes two or more report folders, one per training budget")
@@ -168,7 +133,8 @@ def budget_view(cli, args, command: str) -> int:
     out = output_folder(cli, args, Path("results") / "budget", BUDGET_FILES)
     replacing = replaced_note(out, BUDGET_FILES)
     try:
-        view = budget.write(args.budget_from, out, command)
+        lines = status.status_lines(args.budget_from)
+        view = budget.write(args.budget_from, out, command, lines)
     except ValueError as error:
         cli.error(str(error))
     print(f"sift_bench.report: {len(view)} rows over budgets "
@@ -179,6 +145,9 @@ def budget_view(cli, args, command: str) -> int:
         print(f"  {row['task']} {row['budget_epochs']} epochs  {row['config']}: vs frontier "
               f"{row['accuracy_vs_frontier']:+.2f} ± {row['accuracy_vs_frontier_std']:.2f}, extra savings "
               f"{row['extra_savings']:+.1f} %")
+    # The status table README.md shows, as budget.md's top holds it (tests/test_readme.py checks they agree).
+    print("status:")
+    print("\n".join(lines))
     return 0
 
 

@@ -100,14 +100,19 @@ def plot(budget: pd.DataFrame, path: Path) -> None:
     plt.close(figure)
 
 
-def markdown_lines(budget: pd.DataFrame, command: str) -> list[str]:
-    """budget.md: per task, each configuration's distance to the frontier and extra savings at each budget."""
+def markdown_lines(budget: pd.DataFrame, command: str, status: list[str] = ()) -> list[str]:
+    """budget.md: the status table (`status.status_lines`, when given), then per task each configuration's distance
+    to the frontier and extra savings at each budget."""
     from sift_bench.report.markdown import fmt
 
-    lines = ["# The savings table as the training budget grows", "", f"Made by `{command}`.", "",
-             "`vs frontier`: test accuracy minus the uniform-subsampling frontier at the same % time saved "
-             "(± std over seeds, paired); `extra savings`: % time saved beyond what uniform subsampling saves at "
-             "equal accuracy; both empty outside the frontier's range.", ""]
+    lines = ["# The savings table as the training budget grows", "", f"Made by `{command}`.", ""]
+    if status:
+        lines += ["## Status", "", "Per task and budget, from each folder's table.csv: test accuracy in %, mean ± std "
+                  "over seeds; points against the frontier ± their std over seeds, paired, with the verdict.", "",
+                  *status, ""]
+    lines += ["`vs frontier`: test accuracy minus the uniform-subsampling frontier at the same % time saved "
+              "(± std over seeds, paired); `extra savings`: % time saved beyond what uniform subsampling saves at "
+              "equal accuracy; both empty outside the frontier's range.", ""]
     for task, rows in budget.groupby("task", sort=False):
         epochs = sorted(rows["budget_epochs"].unique())
         lines += [f"## {task}", "",
@@ -129,10 +134,10 @@ def markdown_lines(budget: pd.DataFrame, command: str) -> list[str]:
     return lines
 
 
-def write(folders: list[Path], out: Path, command: str) -> pd.DataFrame:
+def write(folders: list[Path], out: Path, command: str, status: list[str] = ()) -> pd.DataFrame:
     budget = budget_table(folders)
     out.mkdir(parents=True, exist_ok=True)
     budget.replace({np.nan: None}).to_csv(out / "budget.csv", index=False)
-    (out / "budget.md").write_text("\n".join(markdown_lines(budget, command)) + "\n")
+    (out / "budget.md").write_text("\n".join(markdown_lines(budget, command, status)) + "\n")
     plot(budget, out / "budget.png")
     return budget

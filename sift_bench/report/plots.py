@@ -13,6 +13,10 @@ from sift_bench.report import markdown
 SAVINGS_PLOT = "accuracy_vs_savings.png"
 TIME_PLOT = "accuracy_vs_time.png"
 PLOT_FILES = (SAVINGS_PLOT, TIME_PLOT)
+SAVINGS_PLOT_CAPTION = ("Test accuracy against % training time saved, per task: the gray line is the "
+                        "uniform-subsampling frontier (the baseline at 0 and the random controls), every other "
+                        "configuration a numbered point, its number in the key under the axes. Error bars: std over "
+                        "seeds.")
 
 
 def _pyplot():

@@ -1,0 +1,50 @@
+"""report.md's notes: what a reader of the table must be warned of before trusting a row (a task without baseline,
+seeds missing, metrics missing, runs timed on a kind without baseline or on a busy machine, a baseline at an odd pace,
+runs that differ in more than the sifter). Pure pandas, from the table and the runs frame."""
+
+import pandas as pd
+
+from sift_bench.machine import CONTENDED_FRACTION
+from sift_bench.report.diagnostics import baseline_pace, contended_runs, fewer_seeds, missing_metrics, varying_settings
+from sift_bench.report.markdown import fmt
+from sift_bench.report.timing import runs_without_baseline
+from sift_bench.report.verdicts import tasks_without_baseline
+
+
+def _pace_note(pace: dict) -> str:
+    odd = "; ".join(f"run {run_id} (seed {seed}) at {100 * (ratio - 1):+.0f} %, the time reference of "
+                    f"{pace['referenced_by'][run_id]} runs (x {ratio:.3f})" for run_id, seed, ratio in pace["odd"])
+    measured, at_median = pace["baseline_time_s"], pace["baseline_time_at_median_s"]
+    return (f"Task {fmt(pace['task'])} on `{pace['machine_kind']}`: the baseline trained at an odd pace "
+            f"(seconds per unit of work, scoring left out, against the median of the task's {pace['n_runs']} runs "
+            f"on that kind): {odd}. Each run's savings divide by the pace of the baseline nearest it in time; at "
+            f"the median pace a run that takes an odd baseline as reference would read 100 - (100 - S) x that "
+            f"factor instead of its % time savings S. The baseline's mean time is {measured:.1f} s, "
+            f"{at_median:.1f} s at the median pace. The machine's speed drifted between runs: read savings within "
+            "that margin as noise, unless the drift lasted long enough for the nearest baseline to share it.")
+
+
+def report_notes(table: pd.DataFrame, used: pd.DataFrame, time_plot_drawn: bool) -> list[str]:
+    notes = []
+    for task in tasks_without_baseline(table):
+        notes.append(f"Task {fmt(task)} has no baseline (sifter=none) run at this scale: its savings, "
+                     "accuracy_baseline and accuracy_delta are empty.")
+    for task, short in fewer_seeds(table).items():
+        notes.append(f"Task {fmt(task)}: {len(short)} configurations lack some of the baseline's seeds "
+                     "(an unfinished sweep or a failed run); their accuracy delta is paired over the seeds they "
+                     "have: " + "; ".join(f"{config} (seeds {seeds})" for config, seeds in short) + ".")
+    for run_id, names in missing_metrics(used).items():
+        notes.append(f"Run {run_id} lacks {', '.join(names)}: left out of those means.")
+    for run_id, kind in runs_without_baseline(used).items():
+        notes.append(f"Run {run_id} ran on `{kind}`, where its task has no baseline run: its savings are unknown "
+                     "and left out of the means (its accuracy counts). Run the baseline on that kind to pair it.")
+    for run_id, fraction in contended_runs(used).items():
+        notes.append(f"Run {run_id}: other processes used {fraction:.2f} of a core per second while it trained "
+                     f"(over {CONTENDED_FRACTION:g}): its time is suspect.")
+    notes += [_pace_note(pace) for pace in baseline_pace(used)]
+    for task, names in varying_settings(used).items():
+        notes.append(f"Runs of task {fmt(task)} differ in {', '.join(names)}, not only in the sifter and "
+                     "seed: its rows may compare different training setups.")
+    if not time_plot_drawn:
+        notes.append("No per-evaluation history for the configurations to plot: accuracy_vs_time.png not drawn.")
+    return notes
