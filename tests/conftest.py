@@ -71,10 +71,15 @@ def compose_config(overrides: list[str]):
         return compose("config", overrides=overrides, return_hydra_config=False)
 
 
+def job_env(**extra: str) -> dict[str, str]:
+    """The environment of a job the tests start: this one, with the offline data and the shared cache (and `extra`)."""
+    return {**os.environ, "SIFT_BENCH_DATA_DIR": str(offline_data_dir()), "SIFT_BENCH_CACHE_DIR": str(CACHE_DIR), **extra}
+
+
 def run_cli(args: list[str], cwd: Path, timeout: float = 300, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
     """Run the real entry point, `python -m sift_bench ...`, in its own process; `pythonpath`: a folder a user's
     task or policy module is imported from."""
-    env = {**os.environ, "SIFT_BENCH_DATA_DIR": str(offline_data_dir()), "SIFT_BENCH_CACHE_DIR": str(CACHE_DIR)}
+    env = job_env()
     if pythonpath is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(pythonpath), os.environ.get("PYTHONPATH")]))
     return subprocess.run(

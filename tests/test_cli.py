@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import CACHE_DIR, CONF_DIR, ROOT, compose_config, offline_data_dir, run_cli
+from conftest import CONF_DIR, ROOT, compose_config, job_env, run_cli
 
 FINAL_METRICS = ("val_accuracy", "test_accuracy", "train_time_s", "sift_time_s", "eval_time_s", "cost_usd", "pct_accepted",
                  "samples_seen", "samples_trained", "time_to_target_s")
@@ -214,9 +214,8 @@ def run_in_a_terminal(args: list[str], cwd: Path, timeout: float = 300) -> tuple
     a shell does; returns the exit status and everything the terminal received."""
     primary, secondary = pty.openpty()
     fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    env = {**os.environ, "SIFT_BENCH_DATA_DIR": str(offline_data_dir()), "SIFT_BENCH_CACHE_DIR": str(CACHE_DIR)}
     process = subprocess.Popen([sys.executable, "-m", "sift_bench", *args, f"hydra.run.dir={cwd}/outputs"], cwd=cwd,
-                               env=env, stdin=secondary, stdout=secondary, stderr=secondary)
+                               env=job_env(), stdin=secondary, stdout=secondary, stderr=secondary)
     os.close(secondary)
     received = bytearray()
     try:
@@ -367,9 +366,8 @@ def test_the_table_script_goes_on_to_the_next_sweep_when_one_is_refused(store, t
                             tags={"task": "cifar10_resnet", "scale": "smoke", "machine.kind": "Other CPU, 2 cores"})
     client.set_terminated(run.info.run_id, "FINISHED")
     out = tmp_path / "results"
-    env = {**os.environ, "SIFT_BENCH_STORE": store, "SIFT_BENCH_OUT": str(out),
-           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",  # the script calls `python`
-           "SIFT_BENCH_CACHE_DIR": str(CACHE_DIR), "SIFT_BENCH_DATA_DIR": str(offline_data_dir())}
+    env = job_env(SIFT_BENCH_STORE=store, SIFT_BENCH_OUT=str(out),
+                  PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")  # the script calls `python`
     result = subprocess.run(["bash", str(ROOT / "experiments" / "savings_table.sh"), "smoke", "hydra.sweeper.params.seed=0",
                              "tracking.require_same_machine=true", f"hydra.sweep.dir={tmp_path}/multirun"], cwd=ROOT,
                             env=env, capture_output=True, text=True, timeout=900)

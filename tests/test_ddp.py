@@ -14,7 +14,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from conftest import CACHE_DIR, ROOT, compose_config, offline_data_dir
+from conftest import ROOT, compose_config, job_env
 from sift_bench import identity
 from sift_bench.data.cifar10 import CifarLoader
 from sift_bench.data.sharding import ShardedRandomSampler, shard_order
@@ -28,8 +28,7 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--np
 
 def run_group(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
     """Run a command in its own process group; on a hang kill the whole group (torchrun and its ranks) and fail."""
-    env = {**os.environ, "SIFT_BENCH_DATA_DIR": str(offline_data_dir()),
-           "SIFT_BENCH_CACHE_DIR": str(CACHE_DIR)}
+    env = job_env()
     process = subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
     try:

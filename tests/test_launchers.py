@@ -11,7 +11,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
 
-from conftest import CACHE_DIR, CONF_DIR, ROOT, compose_config, offline_data_dir, run_cli
+from conftest import CONF_DIR, ROOT, compose_config, job_env, run_cli
 from sift_bench.callbacks import MlflowSweepParent
 from sift_bench.tracking import PARENT_RUN_ENV, SWEEP_STARTED_ENV
 
@@ -104,8 +104,7 @@ def test_parallel_jobs_into_one_fresh_sqlite_file_all_finish(tmp_path):
 def test_two_single_jobs_started_at_once_into_a_fresh_sqlite_file_both_finish(tmp_path):
     # No sweep callback here: each job opens the fresh store itself, and the lock in use_store orders them.
     store = f"sqlite:///{tmp_path / 'fresh' / 'mlflow.db'}"
-    env = {**os.environ, "SIFT_BENCH_DATA_DIR": str(offline_data_dir()),
-           "SIFT_BENCH_CACHE_DIR": str(CACHE_DIR)}
+    env = job_env()
     jobs = [subprocess.Popen([sys.executable, "-m", "sift_bench", *JOB, f"seed={seed}", f"tracking.uri={store}",
                               f"hydra.run.dir={tmp_path}/outputs{seed}"], cwd=tmp_path, env=env, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for seed in (0, 1)]
@@ -126,8 +125,7 @@ def test_two_single_jobs_started_at_once_into_a_fresh_sqlite_file_both_finish(tm
 @pytest.mark.slow
 def test_under_torchrun_rank_0_alone_makes_the_sweep_parent(tmp_path):
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    env = {**os.environ, "SIFT_BENCH_DATA_DIR": str(offline_data_dir()),
-           "SIFT_BENCH_CACHE_DIR": str(CACHE_DIR)}
+    env = job_env()
     process = subprocess.Popen([*TORCHRUN, "-m", "sift_bench", "-m", *JOB, "seed=0,1", f"tracking.uri={store}",
                                 f"hydra.sweep.dir={tmp_path}/multirun"], cwd=tmp_path, env=env, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)

@@ -47,15 +47,20 @@ def epochs_per_task(runs: pd.DataFrame) -> dict:
     return budgets
 
 
+def read_report(folder: Path) -> tuple[pd.DataFrame, dict]:
+    """A report folder's table.csv, and its budget in epochs per task (from its runs.csv)."""
+    runs = report.normalise(pd.read_csv(folder / "runs.csv", dtype=str, keep_default_na=False))
+    return pd.read_csv(folder / "table.csv"), epochs_per_task(runs)
+
+
 def budget_table(folders: list[Path]) -> pd.DataFrame:
     """One row per task, configuration and budget, from each folder's table.csv and runs.csv."""
     frames = []
     for folder in folders:
-        table = pd.read_csv(folder / "table.csv")
+        table, epochs = read_report(folder)
         # The settings as written (`500`, not `500.0`), to match a configuration across folders.
         table["settings"] = settings_key(pd.read_csv(folder / "table.csv", dtype=str, keep_default_na=False))
-        runs = report.normalise(pd.read_csv(folder / "runs.csv", dtype=str, keep_default_na=False))
-        table["budget_epochs"] = table["task"].map(epochs_per_task(runs))
+        table["budget_epochs"] = table["task"].map(epochs)
         table["source"] = str(folder)
         frames.append(table.reindex(columns=list(COLUMNS)))
     if not frames:

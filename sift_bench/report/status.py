@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from sift_bench import report
-from sift_bench.report.budget import epochs_per_task
+from sift_bench.report.budget import read_report
 
 # SageMaker's documented example (and README's second command): beta_value=3, loss_history_length=500, sift_delay=10.
 SAGEMAKER_EXAMPLE = {"sifter": "relative_probabilistic", "beta_value": 3, "loss_history_length": 500,
@@ -86,9 +86,7 @@ def status_lines(folders: list[Path]) -> list[str]:
     """The status table (markdown lines) of report folders, one row per task and budget, by task then budget."""
     rows = []
     for folder in folders:
-        table = pd.read_csv(folder / "table.csv")
-        runs = report.normalise(pd.read_csv(folder / "runs.csv", dtype=str, keep_default_na=False))
-        epochs = epochs_per_task(runs)
+        table, epochs = read_report(folder)
         for task, task_rows in table.groupby("task", sort=False):
             rows.append((task, epochs[task], task_status(task_rows.reset_index(drop=True), epochs[task])))
     rows.sort(key=lambda row: (row[0], row[1]))
