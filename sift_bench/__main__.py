@@ -104,6 +104,13 @@ def store_verdict(cfg: DictConfig, world_size: int) -> tuple[str, str]:
                 cfg.tracking.uri, experiment_id, fingerprint, cfg.tracking.timing_slot):
             print("sift_bench: every FINISHED run with this config was timed while other processes used the machine "
                   "(tracking.rerun_contended=true): running it again")
+        mismatch = (done and cfg.tracking.rerun_contended and not is_baseline(cfg.sifter)
+                    and store.pace_mismatch_of(cfg.tracking.uri, experiment_id, done))
+        if mismatch:
+            print(f"sift_bench: run {done} already FINISHED with this config, but its evaluations took "
+                  f"{mismatch[0]:.2f} times as long as those of its time reference, baseline run {mismatch[1]}: the "
+                  "machine ran at another speed for the two (tracking.rerun_contended=true): running it again")
+            done = None
         retime = done and is_baseline(cfg.sifter) and baseline_retime_reason(cfg, experiment_id, this_kind)
         if retime:
             print(f"sift_bench: run {done} already FINISHED with this config, but {retime}: running it again")

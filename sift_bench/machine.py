@@ -1,5 +1,6 @@
-"""The machine a run times on: which kind it is (`machine_kind`: runs compare in time only within a kind) and how
-much CPU the rest of the machine used while the run trained (a timing is only as clean as its machine)."""
+"""The machine a run times on: which kind it is (`machine_kind`: runs compare in time only within a kind), how
+much CPU the rest of the machine used while the run trained, and whether it ran at the speed of the baseline its
+time is compared with (a timing is only as clean as its machine)."""
 
 import os
 import time
@@ -27,6 +28,29 @@ CONTENDED_FRACTION = 0.05
 def is_contended(other_cpu_fraction: float) -> bool:
     """Whether other processes used more than CONTENDED_FRACTION of a core while the run trained (False unmeasured)."""
     return other_cpu_fraction > CONTENDED_FRACTION
+
+
+# A run's evaluations are the same work in every run of a table (the same held-out sets, evaluated at the same
+# fractions of the candidates seen, whatever the sifter or seed), so the time they took says how fast the machine
+# ran for that run. A host can slow a virtual machine with no process in it busy (a noisy neighbour, a throttled
+# CPU), which other_cpu_fraction cannot see. In the committed stores every run evaluated within 0.90 to 1.16 times
+# the time of the baseline its savings divide by, except ten runs of two sittings at 1.26 to 1.57, each with other
+# processes at or under 0.03 of a core. A run outside [1 / PACE_MISMATCH, PACE_MISMATCH] of its reference baseline
+# was timed at another machine speed than the time it is divided by: its savings are not a measurement of the
+# sifter, and the table sweeps (tracking.rerun_contended) train it again.
+PACE_MISMATCH = 1.2
+# Evaluations that took less than this in all are timer noise, not a measure of the machine (the smoke scale's).
+PACE_PROBE_MIN_S = 5.0
+
+
+def pace_mismatch(eval_time_s: float, reference_eval_time_s: float) -> float | None:
+    """The run's evaluation time over its reference baseline's when that ratio lies outside [1 / PACE_MISMATCH,
+    PACE_MISMATCH]: the machine ran at another speed for the run than for its reference. None when it lies
+    within, or when either evaluation was unmeasured or shorter than PACE_PROBE_MIN_S."""
+    if not (eval_time_s >= PACE_PROBE_MIN_S and reference_eval_time_s >= PACE_PROBE_MIN_S):  # NaN fails too
+        return None
+    ratio = eval_time_s / reference_eval_time_s
+    return ratio if not 1 / PACE_MISMATCH <= ratio <= PACE_MISMATCH else None
 
 
 class OtherCpuMeter:

@@ -1,5 +1,6 @@
 """The MLflow store a sweep writes: opening it (a sqlite file under a lock, its artifacts beside it) and the questions
-a job asks it before it runs (is this config FINISHED already? which machine kinds timed this task?)."""
+a job asks it before it runs (is this config FINISHED already, and timed cleanly? which machine kinds timed this
+task?)."""
 
 import contextlib
 import fcntl
@@ -75,6 +76,24 @@ def find_finished_run(uri: str, experiment_id: str, fingerprint: str, timing_slo
         [experiment_id], max_results=1,
         filter_string=f"tags.config_hash = '{fingerprint}' and attributes.status = 'FINISHED'{slot}{clean}")
     return runs[0].info.run_id if runs else None
+
+
+def pace_mismatch_of(uri: str, experiment_id: str, run_id: str) -> tuple[float, str] | None:
+    """(its evaluation time over its time reference's, that baseline's run_id) when the FINISHED run `run_id` was
+    timed at another machine speed than the baseline its savings divide by, else None: the report's own rule
+    (`report.pace_mismatched_runs`) over the runs the report of its task and scale would use."""
+    from sift_bench.report.frame import normalise
+    from sift_bench.report.selection import split_runs
+    from sift_bench.report.timing import pace_mismatched_runs
+
+    tags = MlflowClient(uri).get_run(run_id).data.tags
+    if "task" not in tags or "scale" not in tags:
+        return None
+    mlflow.set_tracking_uri(uri)
+    runs = mlflow.search_runs([experiment_id], max_results=50_000, filter_string=(
+        f"tags.task = '{tags['task']}' and tags.scale = '{tags['scale']}' and attributes.status = 'FINISHED'"))
+    used, _ = split_runs(normalise(runs), tags["scale"])
+    return pace_mismatched_runs(used).get(run_id)
 
 
 def finished_machine_kinds(uri: str, experiment_id: str, task: str, scale: str,

@@ -412,6 +412,30 @@ def test_a_table_sitting_times_the_baseline_first_and_last_and_the_next_sitting_
     assert single.returncode == 0 and "skipped, run" in single.stdout
 
 
+@pytest.mark.slow
+def test_a_table_resume_trains_again_a_run_timed_at_another_machine_speed_than_its_baseline(store, tmp_path):
+    common = ["task=sst2_bert", "scale=smoke", "trainer.epochs=1", "tracking.skip_finished=true",
+              f"tracking.uri={store}"]
+    sifted = [*common, "sifter=random"]
+    for args in ([*common, "sifter=none"], sifted):
+        assert run_cli(args, tmp_path).returncode == 0
+    client, runs = runs_in(store)
+    by_sifter = {run.data.tags["sifter"]: run.info.run_id for run in runs}
+    # The smoke scale evaluates in far less than PACE_PROBE_MIN_S: give the pair a real scale's evaluation times,
+    # the random run's 1.5 times its baseline's (a host that slowed between the two).
+    client.log_metric(by_sifter["none"], "eval_time_s", 10.0, step=100)
+    client.log_metric(by_sifter["random"], "eval_time_s", 15.0, step=100)
+    plain = run_cli(sifted, tmp_path, timeout=120)
+    assert f"skipped, run {by_sifter['random']}" in plain.stdout  # off by default
+    again = run_cli([*sifted, "tracking.rerun_contended=true"], tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (f"its evaluations took 1.50 times as long as those of its time reference, baseline run "
+            f"{by_sifter['none']}") in again.stdout and len(runs_in(store)[1]) == 3
+    # The new run evaluated at the smoke scale's speed, too briefly to judge: it is done.
+    third = run_cli([*sifted, "tracking.rerun_contended=true"], tmp_path, timeout=120)
+    assert "skipped, run" in third.stdout and len(runs_in(store)[1]) == 3
+
+
 def test_help_says_what_sift_bench_does_with_the_commands_and_groups(tmp_path):
     result = run_cli(["--help"], tmp_path, timeout=60)
     assert result.returncode == 0

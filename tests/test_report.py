@@ -806,6 +806,39 @@ def test_a_baseline_timed_at_an_odd_pace_is_named_with_its_effect_on_the_savings
     assert report.baseline_pace(paced_frame([100.0, 100.0, 130.0]).drop(columns="metrics.work_trained")) == []
 
 
+def test_a_run_timed_at_another_machine_speed_than_its_reference_counts_for_accuracy_not_for_savings():
+    from sift_bench.report.notes import report_notes
+
+    def frame(slowed_eval_s: float, eval_s: float = 10.0) -> pd.DataFrame:
+        rows = [{**frame_row(SST2, *run), "metrics.eval_time_s": eval_s} for run in SST2_RUNS]
+        # Smart sifting's seed 1 trained while the host ran slow: 99 s against its baseline's 110 s, and its
+        # evaluations, the same work in every run, slowed alike.
+        slowed = next(row for row in rows if row["run_id"].endswith("-3-500-10-1"))
+        slowed.update({"metrics.train_time_s": 99.0, "metrics.eval_time_s": slowed_eval_s})
+        return runs_frame(rows)
+
+    used = frame(15.0)
+    table = report.build_table(used)
+    beta3 = row_of(table, "sst2_bert", RP3)
+    # Seed 0's 30 % alone (70 s against 100 s), not the mean with seed 1's 10 %; both seeds' accuracy count.
+    assert beta3["pct_time_savings"] == pytest.approx(30.0) and math.isnan(beta3["pct_time_savings_std"])
+    assert beta3["pct_cost_savings"] == pytest.approx(30.0)
+    assert beta3["n_seeds"] == 2 and beta3["test_accuracy"] == pytest.approx((81.0 + 81.4) / 2)
+    slowed_id = "sst2_bert-relative_probabilistic-relative_probabilistic-3-500-10-1"
+    assert report.pace_mismatched_runs(used) == {slowed_id: (pytest.approx(1.5), "sst2_bert-none-none-1")}
+    assert report.runs_without_baseline(used) == {}  # it has a reference: its pace, not its kind, is the matter
+    [note] = [note for note in report_notes(table, used, True) if slowed_id in note]
+    assert "took 1.50 times as long as those of its time reference, baseline run sst2_bert-none-none-1" in note
+    # Within 1/1.2 to 1.2 of the reference it counts; 0.8 times is a faster machine than the reference's, as odd.
+    assert report.pace_mismatched_runs(frame(11.5)) == {}
+    assert row_of(report.build_table(frame(11.5)), "sst2_bert", RP3)["pct_time_savings"] == pytest.approx(20.0)
+    assert report.pace_mismatched_runs(frame(8.0)) == {slowed_id: (pytest.approx(0.8), "sst2_bert-none-none-1")}
+    # Evaluations of a second or so (the smoke scale's) are timer noise: no verdict, whatever their ratio.
+    assert report.pace_mismatched_runs(frame(3.0, eval_s=1.0)) == {}
+    # Runs that logged no evaluation time (older stores) are not judged.
+    assert report.pace_mismatched_runs(used.drop(columns="metrics.eval_time_s")) == {}
+
+
 def test_a_store_with_timing_slots_and_the_frontier_rebuilds_the_same_table_from_csv(empty_store_file, tmp_path):
     """A sitting per seed as the table sweeps run it: the baseline timed first, the controls and sifted runs,
     the baseline timed last (same config_hash, tagged timing_slot)."""

@@ -55,6 +55,27 @@ def test_finished_runs_are_found_by_config_hash_slot_and_cleanliness(store_uri):
     assert store.find_finished_run(uri, experiment_id, "h1", timing_slot="last") == last
 
 
+def test_a_run_timed_at_another_machine_speed_than_its_reference_baseline_is_named_with_the_ratio(store_uri):
+    uri, experiment_id = store_uri
+    client = MlflowClient(uri)
+
+    def timed(sifter: str, eval_time_s: float, config_hash: str) -> str:
+        run_id = client.create_run(experiment_id, tags={
+            "task": "sst2_bert", "scale": "cpu", "sifter": sifter, "seed": "0", "machine.kind": AMX,
+            "config_hash": config_hash}).info.run_id
+        for name, value in (("other_cpu_fraction", 0.0), ("train_time_s", 100.0), ("cost_usd", 0.01),
+                            ("eval_time_s", eval_time_s)):
+            client.log_metric(run_id, name, value)
+        client.set_terminated(run_id, "FINISHED")
+        return run_id
+
+    baseline = timed("none", 10.0, "base")
+    slowed, alike = timed("random", 15.0, "keep50"), timed("random", 11.0, "keep25")
+    assert store.pace_mismatch_of(uri, experiment_id, slowed) == (pytest.approx(1.5), baseline)
+    assert store.pace_mismatch_of(uri, experiment_id, alike) is None
+    assert store.pace_mismatch_of(uri, experiment_id, baseline) is None  # its own reference
+
+
 def test_machine_kinds_are_counted_per_task_scale_sifter_and_time(store_uri):
     uri, experiment_id = store_uri
     client = MlflowClient(uri)

@@ -110,7 +110,7 @@ def run_rows(used: pd.DataFrame) -> pd.DataFrame:
             # Only DDP reads it: in one process a run logged before it existed trained alike, and is the same row.
             rows[name] = rows[name].where(~one_process)
     for name in ("test_accuracy", "val_accuracy", "train_time_s", "sift_time_s", "cost_usd", "pct_accepted",
-                 "time_to_target_s", "work_trained", "other_cpu_fraction"):
+                 "time_to_target_s", "work_trained", "other_cpu_fraction", "eval_time_s"):
         rows[name] = column(used, f"metrics.{name}").to_numpy()
     return rows
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 
-from sift_bench.machine import CONTENDED_FRACTION
+from sift_bench.machine import CONTENDED_FRACTION, PACE_MISMATCH, PACE_PROBE_MIN_S
 
 from sift_bench.report.diagnostics import commands, machines
 from sift_bench.report.frame import column, machine_kinds
@@ -20,7 +20,12 @@ TIMING_RULE = (
     "each reference baseline's time at the mean work against the mean of its kind's: the noise under every other "
     f"row's savings. A baseline during which other processes used more than {CONTENDED_FRACTION:g} of a core is a "
     "reference only when its kind has no clean baseline of the task, and one that a clean run of the same config and "
-    "seed replaced (tracking.rerun_contended) counts in no figure at all (`excluded.csv` names it).")
+    "seed replaced (tracking.rerun_contended) counts in no figure at all (`excluded.csv` names it). A host can slow "
+    "the machine with no process busy, so each run's evaluation time (the same work in every run of a task) is "
+    "compared with its reference baseline's: a run outside "
+    f"1/{PACE_MISMATCH:g} to {PACE_MISMATCH:g} times it (both over {PACE_PROBE_MIN_S:g} s) was timed at another "
+    "machine speed, and its savings are left out of its row's (its accuracy counts; the notes name it, and the "
+    "table sweeps train it again).")
 
 FRONTIER_RULE = (
     "A data-selection method must beat simply training for less at the same compute: a budget-matched "

@@ -1,13 +1,13 @@
 """report.md's notes: what a reader of the table must be warned of before trusting a row (a task without baseline,
-seeds missing, metrics missing, runs timed on a kind without baseline or on a busy machine, a baseline at an odd pace,
-runs that differ in more than the sifter). Pure pandas, from the table and the runs frame."""
+seeds missing, metrics missing, runs timed on a kind without baseline, on a busy machine or at another machine speed
+than their reference, a baseline at an odd pace, runs that differ in more than the sifter). Pure pandas, from the table and the runs frame."""
 
 import pandas as pd
 
-from sift_bench.machine import CONTENDED_FRACTION
+from sift_bench.machine import CONTENDED_FRACTION, PACE_MISMATCH
 from sift_bench.report.diagnostics import baseline_pace, contended_runs, fewer_seeds, missing_metrics, varying_settings
 from sift_bench.report.markdown import fmt
-from sift_bench.report.timing import runs_without_baseline
+from sift_bench.report.timing import pace_mismatched_runs, runs_without_baseline
 from sift_bench.report.verdicts import tasks_without_baseline
 
 
@@ -41,6 +41,12 @@ def report_notes(table: pd.DataFrame, used: pd.DataFrame, time_plot_drawn: bool)
     for run_id, fraction in contended_runs(used).items():
         notes.append(f"Run {run_id}: other processes used {fraction:.2f} of a core per second while it trained "
                      f"(over {CONTENDED_FRACTION:g}): its time is suspect.")
+    for run_id, (ratio, reference) in pace_mismatched_runs(used).items():
+        notes.append(f"Run {run_id}: its evaluations (the same work in every run of its task) took {ratio:.2f} times "
+                     f"as long as those of its time reference, baseline run {reference} (outside 1/{PACE_MISMATCH:g} "
+                     f"to {PACE_MISMATCH:g}): the machine ran at another speed for the two, which other_cpu_fraction "
+                     "does not see (a slowed host). Its savings are left out of its row's; its accuracy counts. "
+                     "The table sweeps (tracking.rerun_contended) train it again.")
     notes += [_pace_note(pace) for pace in baseline_pace(used)]
     for task, names in varying_settings(used).items():
         notes.append(f"Runs of task {fmt(task)} differ in {', '.join(names)}, not only in the sifter and "

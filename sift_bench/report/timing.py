@@ -1,24 +1,26 @@
 """Timing references and paired savings: each run's % time saved against the baseline of its own task and machine
-kind timed nearest to it; the baseline row's own spread."""
+kind timed nearest to it, unless the machine ran at another speed for the run than for that baseline; the baseline
+row's own spread."""
 
 import math
 
 import numpy as np
 import pandas as pd
 
-from sift_bench.machine import CONTENDED_FRACTION
+from sift_bench.machine import CONTENDED_FRACTION, pace_mismatch
 from sift_bench.report.frame import run_rows
 from sift_bench.report.vocabulary import BASELINE
 
 
-REFERENCE_COLUMNS = ["reference_run", "reference_time_s", "reference_cost_usd"]
+REFERENCE_COLUMNS = ["reference_run", "reference_time_s", "reference_cost_usd", "reference_eval_time_s"]
 
 
 def timing_references(rows: pd.DataFrame) -> pd.DataFrame:
     """Each run's time reference: the baseline run (sifter=none) of its task and machine kind whose midpoint in
     time is nearest the run's own (the earlier one on a tie), at that baseline's pace (train_time_s / work_trained)
     times the mean work_trained of the task's baseline runs on that kind. Columns reference_run,
-    reference_time_s and reference_cost_usd (cost scaled alike); NaN where the kind has no baseline of the task.
+    reference_time_s and reference_cost_usd (cost scaled alike), and reference_eval_time_s (that baseline's
+    evaluation time, the same work in every run: `eval_pace`); NaN where the kind has no baseline of the task.
     baseline_deviation, for the baselines that serve as references: 100 * (1 - its time at the mean work / the mean
     of those), the spread of the baseline's own timing.
 
@@ -29,7 +31,7 @@ def timing_references(rows: pd.DataFrame) -> pd.DataFrame:
     stands for its own time, and runs without time stamps take the mean over the kind's baselines."""
     references = pd.DataFrame({"reference_run": pd.Series(np.nan, index=rows.index, dtype=object),
                                "reference_time_s": math.nan, "reference_cost_usd": math.nan,
-                               "baseline_deviation": math.nan}, index=rows.index)
+                               "reference_eval_time_s": math.nan, "baseline_deviation": math.nan}, index=rows.index)
     for _, runs in rows.groupby(["task", "machine_kind"], dropna=False, sort=False):
         baselines = runs[(runs["sifter"] == BASELINE) & runs["train_time_s"].notna()]
         if baselines.empty:
@@ -48,10 +50,11 @@ def timing_references(rows: pd.DataFrame) -> pd.DataFrame:
             if distance.notna().any():
                 nearest = distance.idxmin()
                 references.loc[index, REFERENCE_COLUMNS] = [baselines.at[nearest, "run_id"],
-                                                            time_at_mean_work[nearest], cost_at_mean_work[nearest]]
+                                                            time_at_mean_work[nearest], cost_at_mean_work[nearest],
+                                                            baselines.at[nearest, "eval_time_s"]]
             else:
                 references.loc[index, REFERENCE_COLUMNS] = [np.nan, time_at_mean_work.mean(),
-                                                            cost_at_mean_work.mean()]
+                                                            cost_at_mean_work.mean(), baselines["eval_time_s"].mean()]
         # How far each reference baseline's own timing is from their mean: the noise any savings figure sits on.
         references.loc[baselines.index, "baseline_deviation"] = 100 * (1 - time_at_mean_work
                                                                        / time_at_mean_work.mean())
@@ -61,20 +64,44 @@ def timing_references(rows: pd.DataFrame) -> pd.DataFrame:
 def paired_savings(rows: pd.DataFrame) -> pd.DataFrame:
     """Each run's % time and cost savings against its time reference (`timing_references`: the baseline of its
     own task and machine kind nearest in time): 100 * (1 - time / reference time). NaN where that kind has no
-    baseline run of the task. (A baseline row reports 0 by definition: `savings_stats`.)
+    baseline run of the task, and for a run whose pace mismatches its reference's (`eval_pace`, column
+    pace_mismatch: the machine ran at another speed for it), whose accuracy still counts. (A baseline row reports
+    0 by definition: `savings_stats`.)
 
     Pairing within a kind and in time is what lets runs from different machines and sittings share a table: a
     ratio measured on one machine at one time, not a time, is what is averaged."""
     rows = pd.concat([rows, timing_references(rows)], axis=1)
-    rows["run_time_savings"] = 100 * (1 - rows["train_time_s"] / rows["reference_time_s"].astype(float))
-    rows["run_cost_savings"] = 100 * (1 - rows["cost_usd"] / rows["reference_cost_usd"].astype(float))
+    rows["pace_mismatch"] = eval_pace(rows)
+    timed_alike = rows["pace_mismatch"].isna() | (rows["sifter"] == BASELINE)
+    rows["run_time_savings"] = (100 * (1 - rows["train_time_s"] / rows["reference_time_s"].astype(float))
+                                ).where(timed_alike)
+    rows["run_cost_savings"] = (100 * (1 - rows["cost_usd"] / rows["reference_cost_usd"].astype(float))
+                                ).where(timed_alike)
     return rows
+
+
+def eval_pace(rows: pd.DataFrame) -> pd.Series:
+    """Per run (rows with `timing_references`' columns), its evaluation time over its reference baseline's where
+    the machine ran at another speed for the two (`machine.pace_mismatch`), else NaN. The evaluations are the same
+    work in every run of a task's table, so this sees a slowed host, which other_cpu_fraction does not."""
+    return pd.Series([pace_mismatch(run, reference) or math.nan for run, reference
+                      in zip(rows["eval_time_s"], rows["reference_eval_time_s"].astype(float))],
+                     index=rows.index, dtype="float64")
+
+
+def pace_mismatched_runs(used: pd.DataFrame) -> dict[str, tuple[float, str]]:
+    """run_id -> (its evaluation time over its reference's, the reference baseline's run_id), for the runs other
+    than baselines timed at another machine speed than their reference: their savings are left out."""
+    rows = paired_savings(run_rows(used))
+    odd = rows[rows["pace_mismatch"].notna() & (rows["sifter"] != BASELINE)]
+    return {run_id: (ratio, reference) for run_id, ratio, reference
+            in zip(odd["run_id"], odd["pace_mismatch"], odd["reference_run"])}
 
 
 def runs_without_baseline(used: pd.DataFrame) -> dict[str, str]:
     """run_id -> machine kind, for the runs whose kind has no baseline run of their task: no savings for them."""
     rows = paired_savings(run_rows(used))
-    lacking = rows[rows["run_time_savings"].isna() & rows["train_time_s"].notna()
+    lacking = rows[rows["reference_time_s"].isna() & rows["train_time_s"].notna()
                    & rows["task"].isin(rows.loc[rows["sifter"] == BASELINE, "task"])]
     return dict(zip(lacking["run_id"], lacking["machine_kind"]))
 
