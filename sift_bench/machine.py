@@ -33,8 +33,8 @@ def is_contended(other_cpu_fraction: float) -> bool:
 # A run's evaluations are the same work in every run of a table (the same held-out sets, evaluated at the same
 # fractions of the candidates seen, whatever the sifter or seed), so the time they took says how fast the machine
 # ran for that run. A host can slow a virtual machine with no process in it busy (a noisy neighbour, a throttled
-# CPU), which other_cpu_fraction cannot see. In the committed stores every run evaluated within 0.90 to 1.16 times
-# the time of the baseline its savings divide by, except ten runs of two sittings at 1.26 to 1.57, each with other
+# CPU), which other_cpu_fraction cannot see. In the stores before 2026-12-05 07:00 every run evaluated within 0.90 to
+# 1.16 times the time of the baseline its savings divide by, except nine runs of two sittings at 1.26 to 1.57, with other
 # processes at or under 0.03 of a core. A run outside [1 / PACE_MISMATCH, PACE_MISMATCH] of its reference baseline
 # was timed at another machine speed than the time it is divided by: its savings are not a measurement of the
 # sifter, and the table sweeps (tracking.rerun_contended) train it again.

@@ -1,6 +1,7 @@
 """report.md's notes: what a reader of the table must be warned of before trusting a row (a task without baseline,
 seeds missing, metrics missing, runs timed on a kind without baseline, on a busy machine or at another machine speed
-than their reference, a baseline at an odd pace, runs that differ in more than the sifter). Pure pandas, from the table and the runs frame."""
+than their reference, a baseline at an odd pace, runs that differ in more than the sifter). Pure pandas, from the
+table and the runs frame."""
 
 import pandas as pd
 
