@@ -105,7 +105,7 @@ def store_verdict(cfg: DictConfig, world_size: int) -> tuple[str, str]:
             print("sift_bench: every FINISHED run with this config was timed while other processes used the machine "
                   "(tracking.rerun_contended=true): running it again")
         mismatch = (done and cfg.tracking.rerun_contended and not is_baseline(cfg.sifter)
-                    and store.pace_mismatch_of(cfg.tracking.uri, experiment_id, done))
+                    and store.pace_mismatch_of(cfg.tracking.uri, cfg.tracking.experiment_name, done))
         if mismatch:
             print(f"sift_bench: run {done} already FINISHED with this config, but its evaluations took "
                   f"{mismatch[0]:.2f} times as long as those of its time reference, baseline run {mismatch[1]}: the "

@@ -78,21 +78,18 @@ def find_finished_run(uri: str, experiment_id: str, fingerprint: str, timing_slo
     return runs[0].info.run_id if runs else None
 
 
-def pace_mismatch_of(uri: str, experiment_id: str, run_id: str) -> tuple[float, str] | None:
+def pace_mismatch_of(uri: str, experiment_name: str, run_id: str) -> tuple[float, str] | None:
     """(its evaluation time over its time reference's, that baseline's run_id) when the FINISHED run `run_id` was
     timed at another machine speed than the baseline its savings divide by, else None: the report's own rule
-    (`report.pace_mismatched_runs`) over the runs the report of its task and scale would use."""
-    from sift_bench.report.frame import normalise
+    (`report.pace_mismatched_runs`) over the runs the report of its task and scale would use, read as it reads them."""
     from sift_bench.report.selection import split_runs
+    from sift_bench.report.sources import read_store
     from sift_bench.report.timing import pace_mismatched_runs
 
     tags = MlflowClient(uri).get_run(run_id).data.tags
     if "task" not in tags or "scale" not in tags:
         return None
-    mlflow.set_tracking_uri(uri)
-    runs = mlflow.search_runs([experiment_id], max_results=50_000, filter_string=(
-        f"tags.task = '{tags['task']}' and tags.scale = '{tags['scale']}' and attributes.status = 'FINISHED'"))
-    used, _ = split_runs(normalise(runs), tags["scale"])
+    used, _ = split_runs(read_store(uri, experiment_name), tags["scale"], tasks_wanted=[tags["task"]])
     return pace_mismatched_runs(used).get(run_id)
 
 

@@ -71,9 +71,9 @@ def test_a_run_timed_at_another_machine_speed_than_its_reference_baseline_is_nam
 
     baseline = timed("none", 10.0, "base")
     slowed, alike = timed("random", 15.0, "keep50"), timed("random", 11.0, "keep25")
-    assert store.pace_mismatch_of(uri, experiment_id, slowed) == (pytest.approx(1.5), baseline)
-    assert store.pace_mismatch_of(uri, experiment_id, alike) is None
-    assert store.pace_mismatch_of(uri, experiment_id, baseline) is None  # its own reference
+    assert store.pace_mismatch_of(uri, "sift_bench", slowed) == (pytest.approx(1.5), baseline)
+    assert store.pace_mismatch_of(uri, "sift_bench", alike) is None
+    assert store.pace_mismatch_of(uri, "sift_bench", baseline) is None  # its own reference
 
 
 def test_machine_kinds_are_counted_per_task_scale_sifter_and_time(store_uri):

@@ -72,7 +72,7 @@ def paired_savings(rows: pd.DataFrame) -> pd.DataFrame:
     ratio measured on one machine at one time, not a time, is what is averaged."""
     rows = pd.concat([rows, timing_references(rows)], axis=1)
     rows["pace_mismatch"] = eval_pace(rows)
-    timed_alike = rows["pace_mismatch"].isna() | (rows["sifter"] == BASELINE)
+    timed_alike = rows["pace_mismatch"].isna()
     rows["run_time_savings"] = (100 * (1 - rows["train_time_s"] / rows["reference_time_s"].astype(float))
                                 ).where(timed_alike)
     rows["run_cost_savings"] = (100 * (1 - rows["cost_usd"] / rows["reference_cost_usd"].astype(float))
@@ -82,18 +82,19 @@ def paired_savings(rows: pd.DataFrame) -> pd.DataFrame:
 
 def eval_pace(rows: pd.DataFrame) -> pd.Series:
     """Per run (rows with `timing_references`' columns), its evaluation time over its reference baseline's where
-    the machine ran at another speed for the two (`machine.pace_mismatch`), else NaN. The evaluations are the same
-    work in every run of a task's table, so this sees a slowed host, which other_cpu_fraction does not."""
-    return pd.Series([pace_mismatch(run, reference) or math.nan for run, reference
-                      in zip(rows["eval_time_s"], rows["reference_eval_time_s"].astype(float))],
-                     index=rows.index, dtype="float64")
+    the machine ran at another speed for the two (`machine.pace_mismatch`), else NaN; NaN for baselines, which are
+    the references and are not judged against one another. The evaluations are the same work in every run of a
+    task's table, so this sees a slowed host, which other_cpu_fraction does not."""
+    ratios = [pace_mismatch(run, reference) or math.nan for run, reference
+              in zip(rows["eval_time_s"], rows["reference_eval_time_s"].astype(float))]
+    return pd.Series(ratios, index=rows.index, dtype="float64").where(rows["sifter"] != BASELINE)
 
 
 def pace_mismatched_runs(used: pd.DataFrame) -> dict[str, tuple[float, str]]:
     """run_id -> (its evaluation time over its reference's, the reference baseline's run_id), for the runs other
     than baselines timed at another machine speed than their reference: their savings are left out."""
     rows = paired_savings(run_rows(used))
-    odd = rows[rows["pace_mismatch"].notna() & (rows["sifter"] != BASELINE)]
+    odd = rows[rows["pace_mismatch"].notna()]
     return {run_id: (ratio, reference) for run_id, ratio, reference
             in zip(odd["run_id"], odd["pace_mismatch"], odd["reference_run"])}
 
