@@ -37,7 +37,9 @@ def is_contended(other_cpu_fraction: float) -> bool:
 # 1.16 times the time of the baseline its savings divide by, except nine runs of two sittings at 1.26 to 1.57, with other
 # processes at or under 0.03 of a core. A run outside [1 / PACE_MISMATCH, PACE_MISMATCH] of its reference baseline
 # was timed at another machine speed than the time it is divided by: its savings are not a measurement of the
-# sifter, and the table sweeps (tracking.rerun_contended) train it again.
+# sifter, and the table sweeps (tracking.rerun_contended) train it again. A baseline outside that range of the median
+# of its kind's baselines is, by the same measure, timed on a slowed host: no run's time reference while one in pace
+# exists (report.timing.baselines_off_pace).
 PACE_MISMATCH = 1.2
 # Evaluations that took less than this in all are timer noise, not a measure of the machine (the smoke scale's).
 PACE_PROBE_MIN_S = 5.0

@@ -839,6 +839,48 @@ def test_a_run_timed_at_another_machine_speed_than_its_reference_counts_for_accu
     assert report.pace_mismatched_runs(used.drop(columns="metrics.eval_time_s")) == {}
 
 
+def test_a_baseline_timed_on_a_slowed_host_is_no_time_reference_while_one_in_pace_exists():
+    from sift_bench.report.notes import report_notes
+
+    def frame(baseline_eval_s: list[float], sifted_eval_s: float = 10.0) -> pd.DataFrame:
+        # A baseline and a smart-sifting run per seed (each seed starts at its own second); the baseline of the
+        # last seed trained 130 s against the others' 100 s: the host ran slow for it, and its evaluations too.
+        times = [100.0] * (len(baseline_eval_s) - 1) + [130.0]
+        rows = [{**frame_row(SST2, NONE, seed, time_s, time_s / 1000, 80.0 + seed, 100.0),
+                 "metrics.eval_time_s": eval_s} for seed, (time_s, eval_s) in enumerate(zip(times, baseline_eval_s))]
+        rows += [{**frame_row(SST2, RP3, seed, 70.0, 0.070, 81.0, 26.0), "metrics.eval_time_s": sifted_eval_s}
+                 for seed in range(len(baseline_eval_s))]
+        return runs_frame(rows)
+
+    slowed_id, last_rp3 = "sst2_bert-none-none-2", "sst2_bert-relative_probabilistic-relative_probabilistic-3-500-10-2"
+    used = frame([10.0, 10.5, 13.0])
+    assert report.off_pace_baselines(used) == {slowed_id: pytest.approx(13.0 / 10.5)}
+    references = report.paired_savings(report.run_rows(used)).set_index("run_id")["reference_run"]
+    # The last seed's run takes the in-pace baseline nearest it in time, not its slowed neighbour: no mismatch.
+    assert references[last_rp3] == "sst2_bert-none-none-1" and slowed_id not in set(references)
+    assert report.pace_mismatched_runs(used) == {}
+    table = report.build_table(used)
+    beta3 = row_of(table, "sst2_bert", RP3)
+    assert beta3["pct_time_savings"] == pytest.approx(30.0) and beta3["pct_time_savings_std"] == pytest.approx(0.0)
+    baseline = row_of(table, "sst2_bert", NONE)
+    # Its accuracy counts; the baseline row's timing spread is that of the references alone (100 s and 100 s).
+    assert baseline["n_seeds"] == 3 and baseline["test_accuracy"] == pytest.approx(81.0)
+    assert baseline["pct_time_savings_std"] == pytest.approx(0.0)
+    [note] = [note for note in report_notes(table, used, True) if note.startswith(f"Baseline run {slowed_id}")]
+    assert "1.24 times the median of its kind's baselines'" in note
+
+    # Within 1.2 of the median it stays the reference of the runs nearest it, whose savings are then 46 %.
+    in_pace = frame([10.0, 10.5, 12.0], sifted_eval_s=11.0)
+    assert report.off_pace_baselines(in_pace) == {}
+    beta3 = row_of(report.build_table(in_pace), "sst2_bert", RP3)
+    assert beta3["pct_time_savings"] == pytest.approx((30.0 * 2 + 100 * (1 - 70.0 / 130.0)) / 3)
+    # Two baselines both off their median (10 s and 16 s): neither is in pace, so both stay references.
+    both_off = frame([10.0, 16.0])
+    assert report.off_pace_baselines(both_off) == {}
+    assert set(report.paired_savings(report.run_rows(both_off))["reference_run"]) == {
+        "sst2_bert-none-none-0", "sst2_bert-none-none-1"}
+
+
 def test_a_store_with_timing_slots_and_the_frontier_rebuilds_the_same_table_from_csv(empty_store_file, tmp_path):
     """A sitting per seed as the table sweeps run it: the baseline timed first, the controls and sifted runs,
     the baseline timed last (same config_hash, tagged timing_slot)."""

@@ -1,14 +1,14 @@
 """report.md's notes: what a reader of the table must be warned of before trusting a row (a task without baseline,
 seeds missing, metrics missing, runs timed on a kind without baseline, on a busy machine or at another machine speed
-than their reference, a baseline at an odd pace, runs that differ in more than the sifter). Pure pandas, from the
-table and the runs frame."""
+than their reference, a baseline at an odd pace or left out as a reference, runs that differ in more than the
+sifter). Pure pandas, from the table and the runs frame."""
 
 import pandas as pd
 
 from sift_bench.machine import CONTENDED_FRACTION, PACE_MISMATCH
 from sift_bench.report.diagnostics import baseline_pace, contended_runs, fewer_seeds, missing_metrics, varying_settings
 from sift_bench.report.markdown import fmt
-from sift_bench.report.timing import pace_mismatched_runs, runs_without_baseline
+from sift_bench.report.timing import off_pace_baselines, pace_mismatched_runs, runs_without_baseline
 from sift_bench.report.verdicts import tasks_without_baseline
 
 
@@ -48,6 +48,11 @@ def report_notes(table: pd.DataFrame, used: pd.DataFrame, time_plot_drawn: bool)
                      f"to {PACE_MISMATCH:g}): the machine ran at another speed for the two, which other_cpu_fraction "
                      "does not see (a slowed host). Its savings are left out of its row's; its accuracy counts. "
                      "The table sweeps (tracking.rerun_contended) train it again.")
+    for run_id, ratio in off_pace_baselines(used).items():
+        notes.append(f"Baseline run {run_id}: its evaluations took {ratio:.2f} times the median of its kind's "
+                     f"baselines' (outside 1/{PACE_MISMATCH:g} to {PACE_MISMATCH:g}): the host ran at another speed "
+                     "for it, so it is no run's time reference (the baseline timed nearest in time among the others "
+                     "is); its accuracy counts.")
     notes += [_pace_note(pace) for pace in baseline_pace(used)]
     for task, names in varying_settings(used).items():
         notes.append(f"Runs of task {fmt(task)} differ in {', '.join(names)}, not only in the sifter and "

@@ -1,6 +1,6 @@
 """Timing references and paired savings: each run's % time saved against the baseline of its own task and machine
-kind timed nearest to it, unless the machine ran at another speed for the run than for that baseline; the baseline
-row's own spread."""
+kind timed nearest to it (among those timed at the kind's usual speed), unless the machine ran at another speed for
+the run than for that baseline; the baseline row's own spread."""
 
 import math
 
@@ -27,11 +27,14 @@ def timing_references(rows: pd.DataFrame) -> pd.DataFrame:
     A machine drifts between sittings and within one (a shared or throttled host), so the baseline timed closest
     to a run says best how fast the machine was for it; the work scaling makes baselines of seeds that trained
     different amounts of work (padded tokens differ by seed) compare as paces. A contended baseline (other
-    processes above CONTENDED_FRACTION of a core) is left out while a clean one exists. A baseline that logged no work
-    stands for its own time, and runs without time stamps take the mean over the kind's baselines."""
+    processes above CONTENDED_FRACTION of a core) is left out while a clean one exists, and so is a baseline timed
+    while the host ran at another speed than for the others (`baselines_off_pace`; column baseline_off_pace, its
+    evaluation time over their median) while one in pace exists. A baseline that logged no work stands for its own
+    time, and runs without time stamps take the mean over the kind's baselines."""
     references = pd.DataFrame({"reference_run": pd.Series(np.nan, index=rows.index, dtype=object),
                                "reference_time_s": math.nan, "reference_cost_usd": math.nan,
-                               "reference_eval_time_s": math.nan, "baseline_deviation": math.nan}, index=rows.index)
+                               "reference_eval_time_s": math.nan, "baseline_deviation": math.nan,
+                               "baseline_off_pace": math.nan}, index=rows.index)
     for _, runs in rows.groupby(["task", "machine_kind"], dropna=False, sort=False):
         baselines = runs[(runs["sifter"] == BASELINE) & runs["train_time_s"].notna()]
         if baselines.empty:
@@ -40,6 +43,12 @@ def timing_references(rows: pd.DataFrame) -> pd.DataFrame:
         # when its kind has no clean baseline of the task.
         clean = baselines[~(baselines["other_cpu_fraction"] > CONTENDED_FRACTION)]
         baselines = clean if not clean.empty else baselines
+        # A baseline timed on a slowed host lends that speed to every run timed nearest it: their savings read
+        # too high, or their evaluations mismatch its own and their savings are lost (`eval_pace`).
+        off_pace = baselines_off_pace(baselines)
+        if off_pace.isna().any():
+            references.loc[off_pace.dropna().index, "baseline_off_pace"] = off_pace.dropna()
+            baselines = baselines[off_pace.isna()]
         # In time order, so idxmin's first-of-equals is the earlier baseline, whatever the frame's order.
         baselines = baselines.sort_values("midpoint_s", kind="stable")
         to_mean_work = (baselines["work_trained"].mean() / baselines["work_trained"]).fillna(1.0)
@@ -59,6 +68,15 @@ def timing_references(rows: pd.DataFrame) -> pd.DataFrame:
         references.loc[baselines.index, "baseline_deviation"] = 100 * (1 - time_at_mean_work
                                                                        / time_at_mean_work.mean())
     return references
+
+
+def baselines_off_pace(baselines: pd.DataFrame) -> pd.Series:
+    """Per baseline run (of one task and machine kind), its evaluation time over the median of theirs where the
+    two lie outside [1 / PACE_MISMATCH, PACE_MISMATCH] (`machine.pace_mismatch`), else NaN. The evaluations are
+    the same work in every run of a task, so this sees a baseline timed while the host ran at another speed."""
+    median = baselines["eval_time_s"].median()
+    return pd.Series([pace_mismatch(eval_s, median) or math.nan for eval_s in baselines["eval_time_s"]],
+                     index=baselines.index, dtype="float64")
 
 
 def paired_savings(rows: pd.DataFrame) -> pd.DataFrame:
@@ -97,6 +115,14 @@ def pace_mismatched_runs(used: pd.DataFrame) -> dict[str, tuple[float, str]]:
     odd = rows[rows["pace_mismatch"].notna()]
     return {run_id: (ratio, reference) for run_id, ratio, reference
             in zip(odd["run_id"], odd["pace_mismatch"], odd["reference_run"])}
+
+
+def off_pace_baselines(used: pd.DataFrame) -> dict[str, float]:
+    """run_id -> its evaluation time over the median of its kind's baselines', for the baselines that serve as no
+    run's time reference because the host ran at another speed for them (`timing_references`)."""
+    rows = paired_savings(run_rows(used))
+    odd = rows[rows["baseline_off_pace"].notna()]
+    return dict(zip(odd["run_id"], odd["baseline_off_pace"]))
 
 
 def runs_without_baseline(used: pd.DataFrame) -> dict[str, str]:
