@@ -18,14 +18,18 @@ from pathlib import Path
 import pandas as pd
 
 from sift_bench.machine import CONTENDED_FRACTION
+from sift_bench.report import BASELINE, run_rows
+from sift_bench.report.sources import read_csv_dir
 
 
-def probe_spread(runs: pd.DataFrame) -> pd.DataFrame:
-    baselines = runs[(runs["params.sifter.name"] == "none") & (runs["status"] == "FINISHED")
-                     & ~(runs["metrics.other_cpu_fraction"] > CONTENDED_FRACTION)]
+def probe_spread(used: pd.DataFrame) -> pd.DataFrame:
+    """Per task and machine kind, over the runs a report used (runs.csv holds FINISHED runs only): the spread of the
+    clean baselines' (other processes at or under CONTENDED_FRACTION of a core) training and evaluation times."""
+    runs = run_rows(used)
+    baselines = runs[(runs["sifter"] == BASELINE) & ~(runs["other_cpu_fraction"] > CONTENDED_FRACTION)]
     rows = []
-    for (task, kind), group in baselines.groupby(["tags.task", "tags.machine.kind"]):
-        train, evaluation = group["metrics.train_time_s"], group["metrics.eval_time_s"]
+    for (task, kind), group in baselines.groupby(["task", "machine_kind"]):
+        train, evaluation = group["train_time_s"], group["eval_time_s"]
         ratio = train / evaluation
 
         def spread(values: pd.Series) -> float:
@@ -43,7 +47,8 @@ def main() -> None:
     parser.add_argument("report", nargs="?", type=Path, default=Path("results/cpu"),
                         help="a report folder holding runs.csv (default results/cpu)")
     args = parser.parse_args()
-    spread = probe_spread(pd.read_csv(args.report / "runs.csv"))
+    used, _, _ = read_csv_dir(args.report)
+    spread = probe_spread(used)
     with pd.option_context("display.width", 200, "display.max_columns", None):
         print(spread.drop(columns="machine_kind").round(2).to_string(index=False))
     print("\nkinds:", "; ".join(sorted(spread["machine_kind"].unique())))
