@@ -84,13 +84,13 @@ def pace_mismatch_of(uri: str, experiment_name: str, run_id: str) -> tuple[float
     (`report.pace_mismatched_runs`) over the runs the report of its task and scale would use, read as it reads them."""
     from sift_bench.report.selection import split_runs
     from sift_bench.report.sources import read_store
-    from sift_bench.report.timing import pace_mismatched_runs
+    from sift_bench.report.timing import pace_mismatched_runs, timed_runs
 
     tags = MlflowClient(uri).get_run(run_id).data.tags
     if "task" not in tags or "scale" not in tags:
         return None
     used, _ = split_runs(read_store(uri, experiment_name), tags["scale"], tasks_wanted=[tags["task"]])
-    return pace_mismatched_runs(used).get(run_id)
+    return pace_mismatched_runs(timed_runs(used)).get(run_id)
 
 
 def finished_machine_kinds(uri: str, experiment_id: str, task: str, scale: str,

@@ -281,7 +281,7 @@ def test_savings_pair_each_run_with_the_baseline_of_its_own_machine_kind():
     assert base["test_accuracy"] == pytest.approx(((80.0 + 81.0) / 2 + 82.0) / 2)
     assert base["pct_time_savings"] == pytest.approx(0.0)  # each baseline run is its own nearest
     assert row_of(table, "sst2_bert", KEEP25)["pct_time_savings"] == pytest.approx(40.0)  # AMX alone: unchanged
-    assert report.runs_without_baseline(used) == {}
+    assert report.runs_without_baseline(report.timed_runs(used)) == {}
 
     # A third kind with no baseline of its own: no savings for its run, but its accuracy still counts.
     lone = {**frame_row(SST2, RP3, 3, 10.0, 0.01, 83.0, 27.0), "run_id": "zen5-rp3-3", "tags.machine.kind": ZEN5}
@@ -289,7 +289,7 @@ def test_savings_pair_each_run_with_the_baseline_of_its_own_machine_kind():
     beta3 = row_of(report.build_table(used), "sst2_bert", RP3)
     assert beta3["pct_time_savings"] == pytest.approx(sum(savings) / 3) and beta3["n_seeds"] == 4
     assert beta3["test_accuracy"] == pytest.approx((81.0 + 81.4 + 82.0 + 83.0) / 4)
-    assert report.runs_without_baseline(used) == {"zen5-rp3-3": ZEN5}
+    assert report.runs_without_baseline(report.timed_runs(used)) == {"zen5-rp3-3": ZEN5}
 
 
 def test_a_contended_baseline_replaced_by_a_clean_rerun_is_in_no_figure_and_the_baseline_row_saves_zero():
@@ -792,7 +792,7 @@ def paced_frame(baseline_times: list[float]) -> pd.DataFrame:
 
 def test_a_baseline_timed_at_an_odd_pace_is_named_with_its_effect_on_the_savings():
     # Paces: every run 0.1 s per sample (the scoring pass left out) but baseline seed 2 at 0.13: 30 % slow.
-    [pace] = report.baseline_pace(paced_frame([100.0, 100.0, 130.0]))
+    [pace] = report.baseline_pace(report.timed_runs(paced_frame([100.0, 100.0, 130.0])))
     assert pace["task"] == "cifar10_resnet" and pace["n_runs"] == 9
     assert pace["median_pace"] == pytest.approx(0.1)
     [(run_id, seed, ratio)] = pace["odd"]
@@ -802,8 +802,9 @@ def test_a_baseline_timed_at_an_odd_pace_is_named_with_its_effect_on_the_savings
     assert pace["baseline_time_s"] == pytest.approx(110.0)
     assert pace["baseline_time_at_median_s"] == pytest.approx(100.0)
     # 8 % off is within the tolerance; a frame without work_trained has no pace at all.
-    assert report.baseline_pace(paced_frame([100.0, 100.0, 108.0])) == []
-    assert report.baseline_pace(paced_frame([100.0, 100.0, 130.0]).drop(columns="metrics.work_trained")) == []
+    assert report.baseline_pace(report.timed_runs(paced_frame([100.0, 100.0, 108.0]))) == []
+    unworked = paced_frame([100.0, 100.0, 130.0]).drop(columns="metrics.work_trained")
+    assert report.baseline_pace(report.timed_runs(unworked)) == []
 
 
 def test_a_run_timed_at_another_machine_speed_than_its_reference_counts_for_accuracy_not_for_savings():
@@ -825,18 +826,20 @@ def test_a_run_timed_at_another_machine_speed_than_its_reference_counts_for_accu
     assert beta3["pct_cost_savings"] == pytest.approx(30.0)
     assert beta3["n_seeds"] == 2 and beta3["test_accuracy"] == pytest.approx((81.0 + 81.4) / 2)
     slowed_id = "sst2_bert-relative_probabilistic-relative_probabilistic-3-500-10-1"
-    assert report.pace_mismatched_runs(used) == {slowed_id: (pytest.approx(1.5), "sst2_bert-none-none-1")}
-    assert report.runs_without_baseline(used) == {}  # it has a reference: its pace, not its kind, is the matter
+    timed = report.timed_runs(used)
+    assert report.pace_mismatched_runs(timed) == {slowed_id: (pytest.approx(1.5), "sst2_bert-none-none-1")}
+    assert report.runs_without_baseline(timed) == {}  # it has a reference: its pace, not its kind, is the matter
     [note] = [note for note in report_notes(table, used, True) if slowed_id in note]
     assert "took 1.50 times as long as those of its time reference, baseline run sst2_bert-none-none-1" in note
     # Within 1/1.2 to 1.2 of the reference it counts; 0.8 times is a faster machine than the reference's, as odd.
-    assert report.pace_mismatched_runs(frame(11.5)) == {}
+    assert report.pace_mismatched_runs(report.timed_runs(frame(11.5))) == {}
     assert row_of(report.build_table(frame(11.5)), "sst2_bert", RP3)["pct_time_savings"] == pytest.approx(20.0)
-    assert report.pace_mismatched_runs(frame(8.0)) == {slowed_id: (pytest.approx(0.8), "sst2_bert-none-none-1")}
+    faster = report.timed_runs(frame(8.0))
+    assert report.pace_mismatched_runs(faster) == {slowed_id: (pytest.approx(0.8), "sst2_bert-none-none-1")}
     # Evaluations of a second or so (the smoke scale's) are timer noise: no verdict, whatever their ratio.
-    assert report.pace_mismatched_runs(frame(3.0, eval_s=1.0)) == {}
+    assert report.pace_mismatched_runs(report.timed_runs(frame(3.0, eval_s=1.0))) == {}
     # Runs that logged no evaluation time (older stores) are not judged.
-    assert report.pace_mismatched_runs(used.drop(columns="metrics.eval_time_s")) == {}
+    assert report.pace_mismatched_runs(report.timed_runs(used.drop(columns="metrics.eval_time_s"))) == {}
 
 
 def test_a_baseline_timed_on_a_slowed_host_is_no_time_reference_while_one_in_pace_exists():
@@ -854,11 +857,11 @@ def test_a_baseline_timed_on_a_slowed_host_is_no_time_reference_while_one_in_pac
 
     slowed_id, last_rp3 = "sst2_bert-none-none-2", "sst2_bert-relative_probabilistic-relative_probabilistic-3-500-10-2"
     used = frame([10.0, 10.5, 13.0])
-    assert report.off_pace_baselines(used) == {slowed_id: pytest.approx(13.0 / 10.5)}
-    references = report.paired_savings(report.run_rows(used)).set_index("run_id")["reference_run"]
+    assert report.off_pace_baselines(report.timed_runs(used)) == {slowed_id: pytest.approx(13.0 / 10.5)}
+    references = report.timed_runs(used).set_index("run_id")["reference_run"]
     # The last seed's run takes the in-pace baseline nearest it in time, not its slowed neighbour: no mismatch.
     assert references[last_rp3] == "sst2_bert-none-none-1" and slowed_id not in set(references)
-    assert report.pace_mismatched_runs(used) == {}
+    assert report.pace_mismatched_runs(report.timed_runs(used)) == {}
     table = report.build_table(used)
     beta3 = row_of(table, "sst2_bert", RP3)
     assert beta3["pct_time_savings"] == pytest.approx(30.0) and beta3["pct_time_savings_std"] == pytest.approx(0.0)
@@ -871,13 +874,13 @@ def test_a_baseline_timed_on_a_slowed_host_is_no_time_reference_while_one_in_pac
 
     # Within 1.2 of the median it stays the reference of the runs nearest it, whose savings are then 46 %.
     in_pace = frame([10.0, 10.5, 12.0], sifted_eval_s=11.0)
-    assert report.off_pace_baselines(in_pace) == {}
+    assert report.off_pace_baselines(report.timed_runs(in_pace)) == {}
     beta3 = row_of(report.build_table(in_pace), "sst2_bert", RP3)
     assert beta3["pct_time_savings"] == pytest.approx((30.0 * 2 + 100 * (1 - 70.0 / 130.0)) / 3)
     # Two baselines both off their median (10 s and 16 s): neither is in pace, so both stay references.
     both_off = frame([10.0, 16.0])
-    assert report.off_pace_baselines(both_off) == {}
-    assert set(report.paired_savings(report.run_rows(both_off))["reference_run"]) == {
+    assert report.off_pace_baselines(report.timed_runs(both_off)) == {}
+    assert set(report.timed_runs(both_off)["reference_run"]) == {
         "sst2_bert-none-none-0", "sst2_bert-none-none-1"}
 
 

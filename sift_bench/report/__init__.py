@@ -20,7 +20,8 @@ from sift_bench.report.frame import (column, machine_kinds, normalise, run_rows,
 from sift_bench.report.selection import choose_machine, exclusion_of_reason, split_runs
 from sift_bench.report.table import _sifter_rank, build_table, config_labels, first_present, paired_accuracy
 from sift_bench.report.timing import (baselines_off_pace, eval_pace, off_pace_baselines, pace_mismatched_runs,
-                                      paired_savings, runs_without_baseline, savings_stats, timing_references)
+                                      paired_savings, runs_without_baseline, savings_stats, timed_runs,
+                                      timing_references)
 from sift_bench.report.verdicts import (CONTROL_RULE, best_sifted, control_curve, frontier_columns, frontier_points,
                                         headline, headline_at_equal_time, pair_controls, pairing_caveat,
                                         tasks_without_baseline, verdict)
@@ -37,6 +38,7 @@ __all__ = [
     "frontier_points", "headline", "headline_at_equal_time", "is_sifted", "machine_kinds", "machines",
     "missing_metrics", "normalise", "off_pace_baselines", "pace_mismatched_runs", "pair_controls",
     "paired_accuracy", "paired_savings", "pairing_caveat", "run_rows", "runs_without_baseline", "savings_stats",
-    "sifter_params", "split_runs", "task_labels", "tasks_without_baseline", "time_midpoints", "timing_references",
+    "sifter_params", "split_runs", "task_labels", "tasks_without_baseline", "time_midpoints", "timed_runs",
+    "timing_references",
     "varying_settings", "verdict", "with_accuracy_metric",
 ]

@@ -5,8 +5,7 @@ import numpy as np
 import pandas as pd
 
 from sift_bench.machine import CONTENDED_FRACTION
-from sift_bench.report.frame import _tag_or_param, column, run_rows
-from sift_bench.report.timing import paired_savings
+from sift_bench.report.frame import _tag_or_param, column
 from sift_bench.report.vocabulary import (BASELINE, NEEDED_METRICS, NOT_COMPARED, NOT_COMPARED_PREFIXES,
                                           NOT_COMPARED_SUFFIXES)
 
@@ -32,7 +31,7 @@ def contended_runs(used: pd.DataFrame, threshold: float = CONTENDED_FRACTION) ->
 PACE_TOLERANCE = 0.10  # a baseline run this far from its task's median pace is named in the notes
 
 
-def baseline_pace(used: pd.DataFrame, tolerance: float = PACE_TOLERANCE) -> list[dict]:
+def baseline_pace(timed: pd.DataFrame, tolerance: float = PACE_TOLERANCE) -> list[dict]:
     """The baselines timed at an odd pace: one entry per task and machine kind whose baseline has a run more than
     `tolerance` (a fraction) slower or faster than the median pace of all that task's runs on that kind.
 
@@ -43,8 +42,9 @@ def baseline_pace(used: pd.DataFrame, tolerance: float = PACE_TOLERANCE) -> list
     see a slowdown that no process on the machine caused (a shared or throttled host). Each entry gives the odd
     runs (run_id, seed, pace / median pace), how many runs take each odd one as reference (`referenced_by`), and
     the baseline's mean time as measured and as it would be with every baseline run at the median pace.
-    Kinds with fewer than 3 runs that measured their work are left out: no median."""
-    rows = paired_savings(run_rows(used))
+    Kinds with fewer than 3 runs that measured their work are left out: no median. `timed` is
+    `timing.timed_runs(used)`."""
+    rows = timed.copy()
     # A run without work_trained (or with none) gets a NaN or infinite pace and is left out.
     rows["pace"] = (rows["train_time_s"] - rows["sift_time_s"].fillna(0.0)) / rows["work_trained"]
     references = rows["reference_run"].value_counts()

@@ -8,7 +8,7 @@ import pandas as pd
 from sift_bench.machine import CONTENDED_FRACTION, PACE_MISMATCH
 from sift_bench.report.diagnostics import baseline_pace, contended_runs, fewer_seeds, missing_metrics, varying_settings
 from sift_bench.report.markdown import fmt
-from sift_bench.report.timing import off_pace_baselines, pace_mismatched_runs, runs_without_baseline
+from sift_bench.report.timing import off_pace_baselines, pace_mismatched_runs, runs_without_baseline, timed_runs
 from sift_bench.report.verdicts import tasks_without_baseline
 
 
@@ -27,6 +27,7 @@ def _pace_note(pace: dict) -> str:
 
 def report_notes(table: pd.DataFrame, used: pd.DataFrame, time_plot_drawn: bool) -> list[str]:
     notes = []
+    timed = timed_runs(used)  # each run's time reference, read by the timing notes below
     for task in tasks_without_baseline(table):
         notes.append(f"Task {fmt(task)} has no baseline (sifter=none) run at this scale: its savings, "
                      "accuracy_baseline and accuracy_delta are empty.")
@@ -36,24 +37,24 @@ def report_notes(table: pd.DataFrame, used: pd.DataFrame, time_plot_drawn: bool)
                      "have: " + "; ".join(f"{config} (seeds {seeds})" for config, seeds in short) + ".")
     for run_id, names in missing_metrics(used).items():
         notes.append(f"Run {run_id} lacks {', '.join(names)}: left out of those means.")
-    for run_id, kind in runs_without_baseline(used).items():
+    for run_id, kind in runs_without_baseline(timed).items():
         notes.append(f"Run {run_id} ran on `{kind}`, where its task has no baseline run: its savings are unknown "
                      "and left out of the means (its accuracy counts). Run the baseline on that kind to pair it.")
     for run_id, fraction in contended_runs(used).items():
         notes.append(f"Run {run_id}: other processes used {fraction:.2f} of a core per second while it trained "
                      f"(over {CONTENDED_FRACTION:g}): its time is suspect.")
-    for run_id, (ratio, reference) in pace_mismatched_runs(used).items():
+    for run_id, (ratio, reference) in pace_mismatched_runs(timed).items():
         notes.append(f"Run {run_id}: its evaluations (the same work in every run of its task) took {ratio:.2f} times "
                      f"as long as those of its time reference, baseline run {reference} (outside 1/{PACE_MISMATCH:g} "
                      f"to {PACE_MISMATCH:g}): the machine ran at another speed for the two, which other_cpu_fraction "
                      "does not see (a slowed host). Its savings are left out of its row's; its accuracy counts. "
                      "The table sweeps (tracking.rerun_contended) train it again.")
-    for run_id, ratio in off_pace_baselines(used).items():
+    for run_id, ratio in off_pace_baselines(timed).items():
         notes.append(f"Baseline run {run_id}: its evaluations took {ratio:.2f} times the median of its kind's "
                      f"baselines' (outside 1/{PACE_MISMATCH:g} to {PACE_MISMATCH:g}): the host ran at another speed "
                      "for it, so it is no run's time reference (the baseline timed nearest in time among the others "
                      "is); its accuracy counts.")
-    notes += [_pace_note(pace) for pace in baseline_pace(used)]
+    notes += [_pace_note(pace) for pace in baseline_pace(timed)]
     for task, names in varying_settings(used).items():
         notes.append(f"Runs of task {fmt(task)} differ in {', '.join(names)}, not only in the sifter and "
                      "seed: its rows may compare different training setups.")

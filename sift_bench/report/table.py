@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from sift_bench.report.frame import run_rows, sifter_params
-from sift_bench.report.timing import paired_savings, savings_stats
+from sift_bench.report.frame import sifter_params
+from sift_bench.report.timing import savings_stats, timed_runs
 from sift_bench.report.verdicts import frontier_columns
 from sift_bench.report.vocabulary import ACCURACIES, BASELINE, CONTROL, TABLE_STATS
 
@@ -53,7 +53,7 @@ def build_table(used: pd.DataFrame) -> pd.DataFrame:
     accuracy_baseline and accuracy_delta (test) and their val_ twins are paired by seed (`paired_accuracy`),
     over the seeds in delta_seeds. A run lacking a metric is left out of that metric's mean only.
     """
-    rows = paired_savings(run_rows(used))
+    rows = timed_runs(used)
     params = sifter_params(used)
     keys = ["task", "sifter", *params]
     columns = ["task", "model", "dataset", "sifter", "config", *params, *TABLE_STATS]

@@ -108,28 +108,34 @@ def eval_pace(rows: pd.DataFrame) -> pd.Series:
     return pd.Series(ratios, index=rows.index, dtype="float64").where(rows["sifter"] != BASELINE)
 
 
-def pace_mismatched_runs(used: pd.DataFrame) -> dict[str, tuple[float, str]]:
+def timed_runs(used: pd.DataFrame) -> pd.DataFrame:
+    """The runs frame (`run_rows`) with each run's time reference and paired savings (`paired_savings`): what the
+    table and the notes' timing diagnostics read, so a report works it out once and hands it to each."""
+    return paired_savings(run_rows(used))
+
+
+def pace_mismatched_runs(timed: pd.DataFrame) -> dict[str, tuple[float, str]]:
     """run_id -> (its evaluation time over its reference's, the reference baseline's run_id), for the runs other
-    than baselines timed at another machine speed than their reference: their savings are left out."""
-    rows = paired_savings(run_rows(used))
-    odd = rows[rows["pace_mismatch"].notna()]
+    than baselines timed at another machine speed than their reference: their savings are left out. `timed` is
+    `timed_runs(used)`."""
+    odd = timed[timed["pace_mismatch"].notna()]
     return {run_id: (ratio, reference) for run_id, ratio, reference
             in zip(odd["run_id"], odd["pace_mismatch"], odd["reference_run"])}
 
 
-def off_pace_baselines(used: pd.DataFrame) -> dict[str, float]:
+def off_pace_baselines(timed: pd.DataFrame) -> dict[str, float]:
     """run_id -> its evaluation time over the median of its kind's baselines', for the baselines that serve as no
-    run's time reference because the host ran at another speed for them (`timing_references`)."""
-    rows = paired_savings(run_rows(used))
-    odd = rows[rows["baseline_off_pace"].notna()]
+    run's time reference because the host ran at another speed for them (`timing_references`). `timed` is
+    `timed_runs(used)`."""
+    odd = timed[timed["baseline_off_pace"].notna()]
     return dict(zip(odd["run_id"], odd["baseline_off_pace"]))
 
 
-def runs_without_baseline(used: pd.DataFrame) -> dict[str, str]:
-    """run_id -> machine kind, for the runs whose kind has no baseline run of their task: no savings for them."""
-    rows = paired_savings(run_rows(used))
-    lacking = rows[rows["reference_time_s"].isna() & rows["train_time_s"].notna()
-                   & rows["task"].isin(rows.loc[rows["sifter"] == BASELINE, "task"])]
+def runs_without_baseline(timed: pd.DataFrame) -> dict[str, str]:
+    """run_id -> machine kind, for the runs whose kind has no baseline run of their task: no savings for them.
+    `timed` is `timed_runs(used)`."""
+    lacking = timed[timed["reference_time_s"].isna() & timed["train_time_s"].notna()
+                    & timed["task"].isin(timed.loc[timed["sifter"] == BASELINE, "task"])]
     return dict(zip(lacking["run_id"], lacking["machine_kind"]))
 
 
