@@ -110,7 +110,7 @@ def eval_pace(rows: pd.DataFrame) -> pd.Series:
 
 def timed_runs(used: pd.DataFrame) -> pd.DataFrame:
     """The runs frame (`run_rows`) with each run's time reference and paired savings (`paired_savings`): what the
-    table and the notes' timing diagnostics read, so a report works it out once and hands it to each."""
+    table reads, and the notes' timing helpers below, which report_notes hands one copy of it."""
     return paired_savings(run_rows(used))
 
 
