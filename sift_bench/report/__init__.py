@@ -39,6 +39,5 @@ __all__ = [
     "missing_metrics", "normalise", "off_pace_baselines", "pace_mismatched_runs", "pair_controls",
     "paired_accuracy", "paired_savings", "pairing_caveat", "run_rows", "runs_without_baseline", "savings_stats",
     "sifter_params", "split_runs", "task_labels", "tasks_without_baseline", "time_midpoints", "timed_runs",
-    "timing_references",
-    "varying_settings", "verdict", "with_accuracy_metric",
+    "timing_references", "varying_settings", "verdict", "with_accuracy_metric",
 ]
