@@ -108,3 +108,18 @@ def test_the_status_table_has_a_row_per_task_and_budget_from_each_table(tmp_path
     assert cells["4 epochs"][5] == "not run"
     assert cells["8 epochs"][2] == "1" and cells["8 epochs"][4] == "no verdict yet: every configuration has one seed"
     assert cells["8 epochs"][6] == "no savings counted (report.md's notes say why) at 87.00 %"
+
+
+def test_a_status_without_a_frontier_verdict_says_so(tmp_path):
+    # Seed 1 of smart sifting ran, seed 1 of one random control did not: the frontier has one seed in common with
+    # the rule, so no configuration has a verdict, though some have 2 seeds.
+    runs = [run for run in LONG if not (run[0] is KEEP25 and run[1] == 1)]
+    table = report_folder(tmp_path / "long", 4, runs)
+    sifted = table[table["sifter"] == "relative_probabilistic"].iloc[0]
+    assert sifted["n_seeds"] == 2 and sifted["val_verdict_vs_frontier"].startswith("cannot tell")
+    cells = status.status_lines([tmp_path / "long"])[2].strip("| ").split(" | ")
+    assert cells[4] == "no verdict yet: no configuration has 2 seeds in common with every point of the frontier"
+    # With that seed back, the verdict is there and the cell names the rule or says none is above.
+    report_folder(tmp_path / "whole", 4, LONG)
+    cells = status.status_lines([tmp_path / "whole"])[2].strip("| ").split(" | ")
+    assert not cells[4].startswith("no verdict yet")
