@@ -38,9 +38,6 @@ def _accuracy(row: pd.Series) -> str:
     return f"{row['test_accuracy']:.2f}{spread} %"
 
 
-JUDGED = ("above", "below", "within spread")  # verdict_vs_frontier with a spread over seeds
-
-
 def _saved_at(row: pd.Series) -> str:
     if pd.isna(row["pct_time_savings"]):  # every run's savings left out (a slowed host, no baseline on its kind)
         return f"no savings counted (report.md's notes say why) at {row['test_accuracy']:.2f} %"
@@ -66,7 +63,8 @@ def _best(rows: pd.DataFrame) -> str:
         return "no selection rule in this table"
     if sifted["n_seeds"].max() < 2:
         return "no verdict yet: every configuration has one seed"
-    if not sifted["val_verdict_vs_frontier"].isin(JUDGED).any():
+    in_range = sifted[sifted["val_frontier_accuracy"].notna()]
+    if len(in_range) and in_range["val_accuracy_vs_frontier_std"].isna().all():
         # A verdict's spread is over the seeds a configuration shares with every frontier point (an unfinished
         # sweep can have 2 seeds of a rule and 1 of a random control): "none above it" would read as a verdict.
         return "no verdict yet: no configuration has 2 seeds in common with every point of the frontier"
