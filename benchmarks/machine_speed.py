@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from sift_bench.models.resnet import build_resnet
-from sift_bench.machine import machine_tags
+from sift_bench.machine import machine_tags, resolve_precision
 
 
 def step_seconds(model, batch, loss_of, precision: str, steps: int, warmup: int = 2) -> float:
@@ -77,6 +77,8 @@ def main() -> None:
     args = parser.parse_args()
     tags = machine_tags()
     print(f"machine.kind: {tags['machine.kind']}")
+    print(f"scale.precision=auto trains in {resolve_precision('auto', 'cpu')} here (bf16 only with amx_bf16 or "
+          "avx512_bf16 among the flags above)")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU capability "
           f"{torch.backends.cpu.get_cpu_capability()}\n")
     rows = resnet_rows(args.steps) + bert_rows(args.steps)

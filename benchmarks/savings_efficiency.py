@@ -24,7 +24,7 @@ from omegaconf import open_dict
 import sift_bench.schema  # noqa: F401  (registers the typed configs the yaml files extend)
 from sift_bench.tasks import build_task
 from sift_bench.train import autocast_factory, build_optimizer, train
-from sift_bench.validation import validate
+from sift_bench.validation import resolve_precision, validate
 
 # The table's rows whose % accepted lands near 0.5 and 0.25, plus the loss-memory policies.
 POLICIES = ["beta_1", "beta_3", "random_0.5", "random_0.25", "stale_1", "stale_3", "infobatch_0.5", "infobatch_0.9"]
@@ -44,6 +44,7 @@ def compose(task: str, row: str | None, extra: list[str]):
         overrides += [f"+table_row={row}", "sifter.sift_delay=0"]
     with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
         cfg = hydra_compose("config", overrides=overrides)
+    resolve_precision(cfg)  # scale.precision=auto: bf16 where the CPU has native kernels, else fp32
     return cfg
 
 

@@ -6,7 +6,6 @@ import os
 import random
 import signal
 import sys
-from datetime import datetime
 
 import hydra
 import mlflow
@@ -19,13 +18,13 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from sift_bench import distributed, liveness, store, tracking
 from sift_bench.data import DataNotFoundError
+from sift_bench.decision import FAIL, SKIP, decide
 from sift_bench.identity import config_hash
-from sift_bench.machine import CONTENDED_FRACTION, is_contended, machine_tags
+from sift_bench.machine import CONTENDED_FRACTION, is_contended
 from sift_bench.schema import refused_key  # importing it registers the typed configs the yaml files extend
-from sift_bench.targets import BASELINE, is_baseline
 from sift_bench.tasks import build_task
 from sift_bench.train import train as native_train
-from sift_bench.validation import ConfigError, start_deadline, validate
+from sift_bench.validation import ConfigError, resolve_precision, validate
 
 
 def seed_everything(seed: int) -> None:
@@ -69,86 +68,51 @@ def _terminate(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def baseline_retime_reason(cfg: DictConfig, experiment_id: str, this_kind: str) -> str | None:
-    """Why a baseline that already FINISHED is timed again, or None. Savings measure each run against the
-    baseline pace nearest in time on its own machine kind (sift_bench.report)."""
-    uri, task, scale = cfg.tracking.uri, cfg.task.name, cfg.scale.name
-    if cfg.tracking.baseline_per_machine and this_kind not in store.finished_machine_kinds(
-            uri, experiment_id, task, scale, BASELINE):
-        return (f"this machine kind ('{this_kind}') has no {task} baseline at scale={scale} yet "
-                "(tracking.baseline_per_machine=true)")
-    sweep_started = os.environ.get(tracking.SWEEP_STARTED_ENV)
-    if cfg.tracking.baseline_per_sitting and sweep_started and this_kind not in store.finished_machine_kinds(
-            uri, experiment_id, task, scale, BASELINE, since_ms=int(sweep_started)):
-        return (f"this sitting's sweep has timed no {task} baseline at scale={scale} on this machine kind yet "
-                "(tracking.baseline_per_sitting=true)")
-    return None
-
-
-def store_verdict(cfg: DictConfig, world_size: int) -> tuple[str, str]:
-    """Whether this job runs, from the store and the machine: ("run", experiment_id), ("skip", why) or
-    ("fail", why). Under DDP rank 0 alone asks, and every rank follows its verdict."""
-    deadline = start_deadline(cfg.tracking.start_before)
-    if deadline is not None and datetime.now(deadline.tzinfo) >= deadline:
-        # A sitting ends between jobs, not in the middle of one that would be lost (marked KILLED).
-        return "skip", f"tracking.start_before={cfg.tracking.start_before} has passed ({tracking.run_name(cfg)})"
-    experiment_id = store.use_store(cfg.tracking.uri, cfg.tracking.experiment_name)
-    if not os.environ.get(tracking.PARENT_RUN_ENV):  # a sweep's parent marked them before its first job
-        liveness.mark_lost_runs(cfg.tracking.uri, experiment_id)
-    fingerprint = config_hash(cfg, world_size)
-    this_kind = machine_tags()["machine.kind"]
-    if cfg.tracking.skip_finished:
-        done = store.find_finished_run(cfg.tracking.uri, experiment_id, fingerprint, cfg.tracking.timing_slot,
-                                          clean_only=cfg.tracking.rerun_contended)
-        if not done and cfg.tracking.rerun_contended and store.find_finished_run(
-                cfg.tracking.uri, experiment_id, fingerprint, cfg.tracking.timing_slot):
-            print("sift_bench: every FINISHED run with this config was timed while other processes used the machine "
-                  "(tracking.rerun_contended=true): running it again")
-        mismatch = (done and cfg.tracking.rerun_contended and not is_baseline(cfg.sifter)
-                    and store.pace_mismatch_of(cfg.tracking.uri, cfg.tracking.experiment_name, done))
-        if mismatch:
-            print(f"sift_bench: run {done} already FINISHED with this config, but its evaluations took "
-                  f"{mismatch[0]:.2f} times as long as those of its time reference, baseline run {mismatch[1]}: the "
-                  "machine ran at another speed for the two (tracking.rerun_contended=true): running it again")
-            done = None
-        retime = done and is_baseline(cfg.sifter) and baseline_retime_reason(cfg, experiment_id, this_kind)
-        if retime:
-            print(f"sift_bench: run {done} already FINISHED with this config, but {retime}: running it again")
-        elif done:
-            return "skip", f"run {done} already FINISHED with this config ({tracking.run_name(cfg)})"
-    required = cfg.tracking.require_machine
-    if required and required not in this_kind:
-        return "fail", (f"tracking.require_machine={required!r}: this machine's kind is '{this_kind}', which does not "
-                        "contain it (see README.md, 'Machine kinds'); set tracking.require_machine=null to run here "
-                        "anyway")
-    if cfg.tracking.require_same_machine:
-        kinds = store.finished_machine_kinds(cfg.tracking.uri, experiment_id, cfg.task.name, cfg.scale.name)
-        error = store.other_machine_error(cfg, kinds, this_kind)
-        if error:
-            return "fail", error
-    return "run", experiment_id
-
-
-def run_job(cfg: DictConfig) -> float | None:
-    signal.signal(signal.SIGTERM, _terminate)
+def checked_config(cfg: DictConfig):
+    """The policy config of a valid job, its precision settled for this machine; exit 2 naming a bad setting."""
     try:
         sift_config = validate(cfg)
+        # `auto` settled for this machine here, once: the run's params, its config_hash and its training all see the
+        # precision it trains in.
+        resolve_precision(cfg)
+        store.check_sqlite_store(cfg.tracking.uri)  # before MLflow opens the file
     except ConfigError as error:
         fail(str(error))
     if cfg.scale.device.startswith("cuda") and not torch.cuda.is_available():
         fail(f"scale.device={cfg.scale.device!r} but no CUDA device is available; use scale=cpu or scale=smoke")
+    return sift_config
+
+
+def train_job(cfg: DictConfig, parts, sift_config, device, run):
+    """The job's training in the loop it names, its final metrics logged to `run` (None on a rank other than 0)."""
+    train = native_train
+    if cfg.trainer.loop == "hf_trainer":
+        from sift_bench.train_hf import train
+    # Log lines go through tqdm.write, so none lands on the progress bar's line in a terminal.
+    with logging_redirect_tqdm():
+        result = train(parts, cfg.trainer, device, cfg.scale.precision, sift_config, seed=cfg.seed,
+                       target_accuracy=cfg.task.target_accuracy,
+                       on_eval=tracking.EvalLogger() if run else None, sync=cfg.sifter.get("sync", "global"))
+    cost_usd = cfg.cost.usd_per_hour * result.train_time_s / 3600.0
+    if run:
+        tracking.log_final(result, cost_usd)
+    return result, cost_usd
+
+
+def run_job(cfg: DictConfig) -> float | None:
+    """One job: validate, decide (sift_bench.decision), build, train, log; the test accuracy, None when skipped."""
+    signal.signal(signal.SIGTERM, _terminate)
+    sift_config = checked_config(cfg)
     if cfg.trainer.num_threads:
         torch.set_num_threads(cfg.trainer.num_threads)
-
     world, device = distributed.start(cfg.scale.device)
-    verdict, detail = distributed.broadcast(store_verdict(cfg, world.world_size) if world.is_main else None, world)
-    if verdict == "fail":
-        fail(detail)
-    if verdict == "skip":
+    decision = distributed.broadcast(decide(cfg, world.world_size) if world.is_main else None, world)
+    if decision.action == FAIL:
+        fail(decision.reason)
+    if decision.action == SKIP:
         if world.is_main:
-            print(f"sift_bench: skipped, {detail}")
+            print(f"sift_bench: skipped, {decision.reason}")
         return None
-    experiment_id = detail
 
     seed_everything(cfg.seed)
     try:
@@ -162,20 +126,10 @@ def run_job(cfg: DictConfig) -> float | None:
         tags = tracking.run_tags(cfg, parts.model_name, parts.dataset_name, config_hash(cfg, world.world_size),
                                  world.world_size)
         tags.update(alive.enter_context(liveness.hold(cfg.tracking.uri)))
-        run = tracking.start_run(cfg, experiment_id, tags, world.world_size)
+        run = tracking.start_run(cfg, decision.experiment_id, tags, world.world_size)
     with alive:
         try:
-            train = native_train
-            if cfg.trainer.loop == "hf_trainer":
-                from sift_bench.train_hf import train
-            # Log lines go through tqdm.write, so none lands on the progress bar's line in a terminal.
-            with logging_redirect_tqdm():
-                result = train(parts, cfg.trainer, device, cfg.scale.precision, sift_config, seed=cfg.seed,
-                               target_accuracy=cfg.task.target_accuracy,
-                               on_eval=tracking.EvalLogger() if run else None, sync=cfg.sifter.get("sync", "global"))
-            cost_usd = cfg.cost.usd_per_hour * result.train_time_s / 3600.0
-            if run:
-                tracking.log_final(result, cost_usd)
+            result, cost_usd = train_job(cfg, parts, sift_config, device, run)
         except KeyboardInterrupt:
             if run:
                 mlflow.end_run("KILLED")

@@ -1,5 +1,6 @@
 """A run's identity: the fingerprint of what it trains (`config_hash`), which decides whether a sweep skips a job
-and which runs are one row of the table. Pure config work: no MLflow here, so the report can read the same rules."""
+and which runs are one row of the table. Pure config work: no MLflow here, so the report can read the same rules.
+The one fact of the machine it reads is what `scale.precision: auto` resolves to there (resolve_auto_precision)."""
 
 import hashlib
 import json
@@ -29,6 +30,7 @@ def config_hash(cfg: DictConfig, world_size: int = 1) -> str:
     In one process the world size and `sifter.sync` (which only DDP reads) stay out, so a run's identity is the
     one it had before DDP existed."""
     tree = OmegaConf.to_container(cfg, resolve=True)
+    resolve_auto_precision(tree)
     for key in NOT_HASHED:
         tree.pop(key, None)
     if world_size > 1:
@@ -39,6 +41,17 @@ def config_hash(cfg: DictConfig, world_size: int = 1) -> str:
         tree.get("trainer", {}).pop(key, None)
     drop_implied(tree)
     return hashlib.sha1(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def resolve_auto_precision(tree: dict) -> None:
+    """A job hashes its config after `scale.precision: auto` was resolved (sift_bench.validation.resolve_precision);
+    a config composed again from a run's overrides (the report, the tests) still says `auto`, and is hashed as a
+    job on this machine would have logged it: bf16 where the device has native bf16 kernels, else fp32."""
+    scale = tree.get("scale")
+    if isinstance(scale, dict) and scale.get("precision") == "auto":
+        from sift_bench.machine import resolve_precision
+
+        scale["precision"] = resolve_precision("auto", str(scale.get("device", "cpu")))
 
 
 def drop_implied(tree: dict) -> None:

@@ -3,18 +3,20 @@ so MLflow keeps its run RUNNING forever and the UI shows it as live. This module
 and marks it lost.
 
 A job takes an exclusive lock on a fresh file beside a sqlite store (`.live/<token>.lock`) before it creates its
-run, names that file in the run's tags, and holds the lock until the run's end is recorded. The kernel drops the
-lock when the process dies, however it dies, so a RUNNING run whose lock nobody holds (or that names none: a run
-of older code) is lost. On a server store (`http://...`) jobs may run on other hosts, whose locks cannot be
+run, names that file in the run's tags, and holds the lock until the run's end is recorded. The lock is filelock's
+FileLock, an OS lock (flock on Unix, LockFileEx on Windows) that the kernel drops when the process dies, however it
+dies, so a RUNNING run whose lock nobody holds (or that names none: a run of older code) is lost. On a file system
+without OS locks filelock falls back to a marker file (and warns): a job killed there leaves its marker behind, so
+its run reads as alive until the marker is removed. On a server store (`http://...`) jobs may run on other hosts, whose locks cannot be
 seen from here: there nothing is marked.
 """
 
 import contextlib
-import fcntl
 import uuid
 from datetime import datetime
 from pathlib import Path
 
+from filelock import FileLock, Timeout
 from mlflow.tracking import MlflowClient
 
 from sift_bench.store import sqlite_file
@@ -40,28 +42,26 @@ def hold(uri: str):
         return
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{uuid.uuid4().hex}.lock"
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
+    try:
+        with FileLock(path):
             yield {LOCK_TAG: path.name}
-        finally:
-            path.unlink(missing_ok=True)
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    finally:
+        # Removed after the release: Windows cannot remove a file that is open. A look at it in between finds it
+        # free and reads the run's end, which was recorded before (is_lost).
+        path.unlink(missing_ok=True)
 
 
 def is_held(path: Path) -> bool:
-    """Whether some open file holds the lock at `path` (one of this process's too: flock locks belong to an open
-    file, not to a process)."""
-    try:
-        handle = open(path, "r")
-    except FileNotFoundError:
+    """Whether some process holds the lock at `path` (this one too, through another FileLock: an OS lock belongs to
+    an open file, not to a process). Tried without waiting; a missing file is held by nobody, and is not made."""
+    if not path.exists():
         return False
-    with handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
+    probe = FileLock(path)
+    try:
+        probe.acquire(timeout=0)
+    except Timeout:
+        return True
+    probe.release()
     return False
 
 

@@ -11,4 +11,6 @@ FINAL_METRICS = ("val_accuracy", "test_accuracy", "train_time_s", "sift_time_s",
                  "pct_accepted", "samples_seen", "samples_trained", "time_to_target_s", "other_cpu_s",
                  "work_trained", "other_cpu_fraction",
                  # Under DDP: sums over the ranks (steps: each rank's batches, the same on every rank).
-                 "samples_left_over", "sift_sync_time_s", "steps")
+                 "samples_left_over", "sift_sync_time_s", "steps",
+                 # What the scoring passes scored (this rank's): with sift_time_s, the cost of a scoring forward.
+                 "samples_scored")

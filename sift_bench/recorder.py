@@ -56,6 +56,7 @@ class TrainResult:
     samples_left_over: int = 0
     sift_sync_time_s: float = 0.0
     steps: int = 0  # optimizer steps (batches) of this rank, the same on every rank
+    samples_scored: int = 0  # samples the sifter's scoring passes scored, on this rank (0 without a scoring pass)
 
 
 def evaluate(parts: TaskParts, autocast: Callable) -> dict[str, float]:
@@ -197,4 +198,5 @@ class RunRecorder:
             samples_left_over=sifter.stats.samples_left_over if sifter else 0,
             sift_sync_time_s=sifter.stats.sync_seconds if sifter else 0.0,
             steps=steps,
+            samples_scored=sifter.stats.samples_scored if sifter else 0,
         )

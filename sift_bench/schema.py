@@ -12,7 +12,7 @@ type would turn 1 into 1.0, another config hash; their range checks are the sift
 """
 
 import difflib
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass, make_dataclass
 from typing import Any, List, Optional
 
 from hydra.core.config_store import ConfigStore
@@ -20,6 +20,8 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
 from sift_bench.errors import ConfigError
+from sift_bench.sifting import SiftPolicy
+from sift_bench.sifting.config import BUILT_IN_POLICIES
 
 
 @dataclass
@@ -107,28 +109,22 @@ class DelayedSifter:
     sync: str = MISSING
 
 
-@dataclass
-class RelativeProbabilisticSifter(DelayedSifter):
-    beta_value: Any = MISSING
-    loss_history_length: int = MISSING
+# A policy field's type in its schema. Decimal settings are Any (see above: 1 must stay 1); the rest as declared.
+SCHEMA_TYPES = {"float": Any, "int": int, "str": str, "bool": bool}
 
 
-@dataclass
-class RandomSifter(DelayedSifter):
-    keep_fraction: Any = MISSING
+def sifter_schema(policy: type[SiftPolicy]) -> type:
+    """The typed schema of a policy's `sifter` group, read off the policy's own fields (its delay lives in
+    DelayedSifter): `RelativeProbabilisticSiftConfig` -> `RelativeProbabilisticSifter`. The policy class is the one
+    declaration; this is derived from it, never written beside it."""
+    own = [(f.name, SCHEMA_TYPES[str(f.type)], MISSING) for f in fields(policy) if f.name != "loss_based_sift_config"]
+    return make_dataclass(policy.__name__.removesuffix("SiftConfig") + "Sifter", own, bases=(DelayedSifter,))
 
 
-@dataclass
-class StaleLossSifter(DelayedSifter):
-    beta_value: Any = MISSING
-    loss_history_length: int = MISSING
-    max_loss_age_epochs: int = MISSING
-
-
-@dataclass
-class InfoBatchSifter(DelayedSifter):
-    prune_ratio: Any = MISSING
-    anneal_fraction: Any = MISSING
+def sifter_schemas() -> dict[str, type]:
+    """`sifter_<name>` -> schema, for every built-in policy; the baseline's is BaselineSifter."""
+    return {f"sifter_{policy.name}": BaselineSifter if policy.passes_through else sifter_schema(policy)
+            for policy in BUILT_IN_POLICIES}
 
 
 # ---------------------------------------------------------------- the built-in tasks
@@ -195,11 +191,7 @@ SCHEMAS = {
     "scale": ScaleConfig,
     "trainer": TrainerConfig,
     "tracking": TrackingConfig,
-    "sifter_none": BaselineSifter,
-    "sifter_relative_probabilistic": RelativeProbabilisticSifter,
-    "sifter_random": RandomSifter,
-    "sifter_stale_loss": StaleLossSifter,
-    "sifter_infobatch": InfoBatchSifter,
+    **sifter_schemas(),
     "task_cifar10_resnet": Cifar10ResnetTask,
     "task_sst2_bert": Sst2BertTask,
 }

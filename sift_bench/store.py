@@ -3,22 +3,50 @@ a job asks it before it runs (is this config FINISHED already, and timed cleanly
 task?)."""
 
 import contextlib
-import fcntl
 import sqlite3
 from pathlib import Path
 
 import mlflow
+from filelock import FileLock
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig
 
+from sift_bench.errors import ConfigError
 from sift_bench.machine import CONTENDED_FRACTION
 
 ARTIFACTS_FOLDER = "mlartifacts"
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+# An experiment of model training, not of GenAI: MLflow 3's UI reads this tag (its experiment-kind selector writes
+# it) and then opens the experiment on its runs, not on the GenAI overview and traces. Set when sift_bench creates
+# an experiment; one made before keeps its tags (docs/configuration.md, "Looking at runs").
+EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 
 
 def sqlite_file(uri: str) -> Path | None:
     """A sqlite store's file, or None for any other store."""
     return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
+
+
+def check_sqlite_store(uri: str) -> None:
+    """Raises ConfigError when a sqlite store URI names a file that is not an SQLite database (a report, a typo'd
+    path), before MLflow opens it: MLflow would fail deep in its schema migrations, with a stack trace. An empty or
+    missing file is a new store. Reads 16 bytes and writes nothing."""
+    store_file = sqlite_file(uri)
+    if store_file is None:
+        return
+    if store_file.is_dir():
+        problem = "is a folder, not an SQLite database"
+    else:
+        try:
+            with open(store_file, "rb") as handle:
+                head = handle.read(len(SQLITE_HEADER))
+        except FileNotFoundError:
+            return
+        if not head or head == SQLITE_HEADER:
+            return
+        problem = "is not an SQLite database"
+    raise ConfigError(f"tracking.uri={uri}: {store_file} {problem}; tracking.uri must name an MLflow sqlite store "
+                      "or a new file")
 
 
 @contextlib.contextmanager
@@ -31,16 +59,15 @@ def store_lock(store_file: Path | None):
         yield
         return
     store_file.parent.mkdir(parents=True, exist_ok=True)
-    with open(store_file.with_name(store_file.name + ".lock"), "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    # filelock's OS lock (flock on Unix, LockFileEx on Windows); the `.lock` file stays, so waiters share one file.
+    with FileLock(store_file.with_name(store_file.name + ".lock")):
+        yield
 
 
 def use_store(uri: str, experiment_name: str) -> str:
-    """Point MLflow at the store and experiment, creating the experiment with artifacts next to a sqlite file."""
+    """Point MLflow at the store and experiment, creating the experiment with artifacts next to a sqlite file.
+    Raises ConfigError for a sqlite URI naming a file that is not a database (check_sqlite_store), left untouched."""
+    check_sqlite_store(uri)
     with store_lock(sqlite_file(uri)):
         return _use_store(uri, experiment_name)
 
@@ -53,9 +80,10 @@ def _use_store(uri: str, experiment_name: str) -> str:
         return experiment.experiment_id
     store_file = sqlite_file(uri)
     if store_file is None:
-        return client.create_experiment(experiment_name)
+        return client.create_experiment(experiment_name, tags=EXPERIMENT_TAGS)
     experiment_id = client.create_experiment(
-        experiment_name, artifact_location=(store_file.parent.resolve() / ARTIFACTS_FOLDER).as_uri())
+        experiment_name, artifact_location=(store_file.parent.resolve() / ARTIFACTS_FOLDER).as_uri(),
+        tags=EXPERIMENT_TAGS)
     # MLflow stores an absolute artifact location; a relative one, read against the store's own folder (see
     # log_config), lets a committed store move to any clone and resume there.
     with sqlite3.connect(store_file) as connection:

@@ -6,6 +6,9 @@ The store is always named explicitly (default `sqlite:///mlflow.db`, relative to
 command runs), so `mlflow ui --backend-store-uri sqlite:///mlflow.db` shows the runs.
 """
 
+import hashlib
+import json
+import logging
 import math
 import os
 import subprocess
@@ -24,6 +27,12 @@ from sift_bench.store import sqlite_file
 PARENT_RUN_ENV = "SIFT_BENCH_PARENT_RUN_ID"
 SWEEP_STARTED_ENV = "SIFT_BENCH_SWEEP_STARTED_MS"  # when this sitting's sweep began, in ms since the epoch
 CONTENDED_TAG = "timing.contended"  # "true" when other processes used the machine while the run trained
+DATASET_CONTEXTS = ("training", "validation", "test")  # MLflow's input contexts, the run's three splits
+DIGEST_BYTES = 1 << 20  # how much of a data file its digest reads
+
+log = logging.getLogger(__name__)
+
+
 def _git(*args: str, cwd: Path | None = None) -> str | None:
     """What `git ARGS` prints in the checkout of `cwd` (default: the one sift_bench runs from), or None (no git, no
     checkout, an error)."""
@@ -109,7 +118,66 @@ def start_run(cfg: DictConfig, experiment_id: str, tags: dict[str, str], world_s
     tree = portable_tree(OmegaConf.to_container(cfg, resolve=True))
     mlflow.log_params({**shown_params(tree), "world_size": str(world_size)})
     log_config(cfg.tracking.uri, run, tree)
+    log_datasets(cfg)
     return run
+
+
+def data_files(cfg: DictConfig) -> dict[str, Path | None]:
+    """The file each split (by MLflow context) is read from: validation is held out of the training file, test is
+    its own; None where no file is (generated data, a download, a user's task)."""
+    source = OmegaConf.select(cfg, "task.data.source", default=None)
+    data_dir = Path(cfg.paths.data_dir)
+    if source == "zip":  # CIFAR-10: one zip holds the training and the test images
+        from sift_bench.data.cifar10 import ZIP_NAME
+
+        return dict.fromkeys(DATASET_CONTEXTS, data_dir / ZIP_NAME)
+    if source == "tsv":  # SST-2: GLUE's train.tsv, and its dev.tsv as the test split
+        train = data_dir / "sst2" / "train.tsv"
+        return {"training": train, "validation": train, "test": data_dir / "sst2" / "dev.tsv"}
+    return dict.fromkeys(DATASET_CONTEXTS)
+
+
+def file_digest(path: Path) -> str:
+    """A data file's fingerprint from its name, size and first MiB: read in a millisecond (hashing all of CIFAR-10's
+    zip would not be), and the same for every copy of the file (its mtime is not)."""
+    digest = hashlib.sha256(f"{path.name}:{path.stat().st_size}:".encode())
+    with open(path, "rb") as handle:
+        digest.update(handle.read(DIGEST_BYTES))
+    return digest.hexdigest()[:16]
+
+
+def datasets(cfg: DictConfig) -> dict:
+    """The run's training, validation and test data as MLflow datasets (metadata only: no data is copied), by context.
+    A digest covers the file (file_digest) and the task's data settings, which pick the split out of it; the source
+    is the file's path relative to where the command runs, or, without a file, the code that made the data."""
+    from mlflow.data.code_dataset_source import CodeDatasetSource
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
+    from mlflow.data.meta_dataset import MetaDataset
+
+    data = cfg.task.get("data")
+    settings = json.dumps(OmegaConf.to_container(data, resolve=True) if isinstance(data, DictConfig) else data,
+                          sort_keys=True, default=str)
+    name = OmegaConf.select(cfg, "task.dataset", default=None) or cfg.task.name
+    found = {}
+    for context, path in data_files(cfg).items():
+        on_disk = path is not None and path.is_file()
+        source = (resolve_dataset_source(portable(str(path))) if on_disk else
+                  CodeDatasetSource({"task": str(cfg.task.name), "task.data.source": str(
+                      OmegaConf.select(cfg, "task.data.source", default="the task's own"))}))
+        fingerprint = f"{file_digest(path) if on_disk else ''}:{settings}:{context}"
+        found[context] = MetaDataset(source, name=f"{name} {context}",
+                                     digest=hashlib.sha256(fingerprint.encode()).hexdigest()[:16])
+    return found
+
+
+def log_datasets(cfg: DictConfig) -> None:
+    """Each split as a dataset input of the run (context training, validation, test). Metadata about the run,
+    not its measurement: a failure to describe the data is said and the job goes on."""
+    try:
+        for context, dataset in datasets(cfg).items():
+            mlflow.log_input(dataset, context=context)
+    except Exception as error:  # an unreadable file, a source MLflow cannot resolve, an MLflow without inputs
+        log.warning("the run's dataset inputs were not logged: %s", error)
 
 
 def shown_params(tree: dict) -> dict[str, str]:
@@ -149,5 +217,5 @@ class EvalLogger:
 def log_final(result, cost_usd: float) -> None:
     values = {name: cost_usd if name == "cost_usd" else getattr(result, name) for name in FINAL_METRICS}
     mlflow.log_metrics(values, step=len(result.history) - 1)  # the last evaluation's step
-    if not math.isnan(result.other_cpu_fraction):  # unmeasured without /proc/stat
+    if not math.isnan(result.other_cpu_fraction):  # unmeasured where psutil gives no system CPU times
         mlflow.set_tag(CONTENDED_TAG, str(is_contended(result.other_cpu_fraction)).lower())

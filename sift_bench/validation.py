@@ -14,6 +14,7 @@ from sift_bench.targets import build_sift_config, is_baseline, task_builder
 OPTIMIZER_IMPLEMENTATIONS = ("for-loop", "foreach", "fused")
 TRAINING_LOOPS = ("native", "hf_trainer")
 HF_TRAINER_SCHEDULES = ("linear", "cosine", "constant")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 
 def _require(condition: bool, setting: str, value, allowed: str) -> None:
@@ -85,7 +86,8 @@ def validate(cfg: DictConfig):
     _require(trainer.schedule.name in SCHEDULES, "trainer.schedule.name", trainer.schedule.name, f"one of {SCHEDULES}")
     _require(0 <= trainer.schedule.warmup_fraction < 1, "trainer.schedule.warmup_fraction",
              trainer.schedule.warmup_fraction, "a number in [0, 1)")
-    _require(cfg.scale.precision in ("fp32", "bf16", "fp16"), "scale.precision", cfg.scale.precision, "'fp32', 'bf16' or 'fp16'")
+    _require(cfg.scale.precision in PRECISIONS, "scale.precision", cfg.scale.precision,
+             "'auto' (bf16 where the device has native bf16 kernels, else fp32), 'fp32', 'bf16' or 'fp16'")
     _require(cfg.scale.device in ("cpu", "cuda") or str(cfg.scale.device).startswith("cuda:"), "scale.device",
              cfg.scale.device, "'cpu', 'cuda' or 'cuda:N'")
     _require(not (cfg.scale.precision == "fp16" and cfg.scale.device == "cpu"), "scale.precision", "fp16",
@@ -99,3 +101,30 @@ def validate(cfg: DictConfig):
     _require(_is_int(val_size) and val_size >= 1, "task.data.val_size", val_size,
              "an integer >= 1 (training samples held out to choose settings on)")
     return sift_config
+
+
+def resolve_precision(cfg: DictConfig) -> str:
+    """Settles `scale.precision` for this machine, once, after `validate` and before anything is hashed or logged:
+    `auto` becomes bf16 where the device has native bf16 kernels, else fp32 (sift_bench.machine.resolve_precision).
+    The run logs the precision it trained in and its config_hash covers that, so an `auto` run on a machine with
+    AMX is the same training as the committed table's bf16 runs.
+
+    A table sweep (a config with a `table` node) whose `auto` comes out fp32 is refused: its jobs would be new
+    configs in the table's store, never its rows. bf16 asked for on a CPU without native kernels runs, with a
+    warning of what it costs. Returns the precision, also written into `cfg.scale.precision`."""
+    from sift_bench import machine
+
+    asked, device = cfg.scale.precision, str(cfg.scale.device)
+    precision = machine.resolve_precision(asked, device)
+    if asked == "auto" and precision != "bf16" and OmegaConf.select(cfg, "table", default=None) is not None:
+        where = f"this CPU ({machine.cpu_description()})" if device == "cpu" else f"scale.device={device}"
+        raise ConfigError(
+            f"scale.precision=auto trains in {precision} on {where}, which has no native bf16 kernels (neither "
+            f"{' nor '.join(machine.NATIVE_BF16_FLAGS)}), but the table's runs train in bf16: these jobs would be new "
+            "configs in its store, not its rows. Pass scale.precision=fp32 with a store of its own (tracking.uri=, "
+            "or SIFT_BENCH_STORE for experiments/savings_table.sh), or run the table on a machine with native bf16 "
+            "(scale.precision=bf16 forces it here, 12 to 20 times slower)")
+    if precision == "bf16" and device == "cpu" and not machine.has_native_bf16(device):
+        machine.warn_emulated_bf16(machine.cpu_description())
+    cfg.scale.precision = precision
+    return precision

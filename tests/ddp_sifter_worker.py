@@ -18,7 +18,7 @@ import torch.distributed as dist
 from sift_bench.data.sharding import ShardedRandomSampler
 from sift_bench.sifting import (
     IndexedDataset, InfoBatchSiftConfig, LossConfig, RandomSiftConfig, RelativeProbabilisticSiftConfig,
-    SiftingBaseConfig, SiftingDataloader, StaleLossSiftConfig,
+    SiftingBaseConfig, SiftingDataloader, StaleLossSiftConfig, StaleSBSiftConfig,
 )
 
 NUM_SAMPLES, GLOBAL_BATCH, EPOCHS, DELAY = 2000, 32, 3, 4
@@ -36,6 +36,8 @@ def config(policy: str):
             beta_value=1, loss_history_length=200, loss_based_sift_config=base),
         "random": lambda: RandomSiftConfig(keep_fraction=0.5, loss_based_sift_config=base),
         "stale_loss": lambda: StaleLossSiftConfig(beta_value=1, loss_history_length=200, loss_based_sift_config=base),
+        "stale_sb": lambda: StaleSBSiftConfig(beta_value=1, loss_history_length=200, loss_based_sift_config=base,
+                                              rescore_every_epochs=2),
         "infobatch": lambda: InfoBatchSiftConfig(prune_ratio=0.5, anneal_fraction=0.2, loss_based_sift_config=base),
     }[policy]()
 

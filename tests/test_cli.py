@@ -284,12 +284,13 @@ def test_every_table_sweep_runs_at_smoke_scale(table, store, tmp_path):
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     rows = len((CONF_DIR / "experiment" / f"{table}.yaml").read_text().split("+table_row:")[1].split("\n")[0].split(","))
     assert len(children) == rows and all(r.info.status == "FINISHED" for r in children)
-    assert {r.data.tags["sifter"] for r in children} == {"none", "relative_probabilistic", "random", "stale_loss", "infobatch"}
+    assert {r.data.tags["sifter"] for r in children} == {"none", "relative_probabilistic", "random", "stale_loss",
+                                                          "stale_sb", "infobatch"}
     for run in children:
         metrics = run.data.metrics
         assert 0 < metrics["pct_accepted"] <= 100
-        scoring = run.data.tags["sifter"] == "relative_probabilistic"
-        # Only smart sifting scores, and it does unless its delay outlasts the run (delay_long at this size).
+        scoring = run.data.tags["sifter"] in ("relative_probabilistic", "stale_sb")
+        # Only smart sifting and Stale-SB score, and they do unless the delay outlasts the run (delay_long here).
         assert (metrics["sift_time_s"] > 0) == (scoring and metrics["pct_accepted"] < 100)
 
 
@@ -443,7 +444,7 @@ def test_help_says_what_sift_bench_does_with_the_commands_and_groups(tmp_path):
     assert "python -m sift_bench +experiment=bert" in result.stdout
     # The groups a user picks, each with its options; none of those the configs pick themselves.
     assert "+experiment: bert, bert_hf, bert_table" in result.stdout
-    assert "sifter: infobatch, none, random, relative_probabilistic, stale_loss" in result.stdout
+    assert "sifter: infobatch, none, random, relative_probabilistic, stale_loss, stale_sb" in result.stdout
     assert "task: cifar10_resnet, sst2_bert" in result.stdout and "scale: cpu, gpu, smoke" in result.stdout
     assert "joblib" in result.stdout and "slurm" in result.stdout
     for internal in ("schema:", "table_row:", "task_scale:"):
@@ -469,3 +470,35 @@ def test_a_table_resume_trains_again_a_run_timed_on_a_busy_machine(store, tmp_pa
     assert f"skipped, run {newest.info.run_id}" in third.stdout and len(runs_in(store)[1]) == 2
     for table in ("bert_table", "resnet_table"):
         assert compose_config([f"+experiment={table}"]).tracking.rerun_contended is True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sweep", [[], ["-m"]], ids=["job", "sweep"])
+def test_a_store_that_is_not_a_database_is_refused_and_left_untouched(sweep, tmp_path):
+    # A sweep's parent run opens the store before its first job (Hydra turns that refusal into a warning); the job
+    # is refused with the one line.
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"not a db")
+    before = bad.stat().st_mtime_ns
+    result = run_cli([*sweep, "task=sst2_bert", "scale=smoke", f"tracking.uri=sqlite:///{bad}"], tmp_path, timeout=120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    said = [line for line in result.stderr.splitlines() if line.startswith("sift_bench: error:")]
+    assert said == [f"sift_bench: error: tracking.uri=sqlite:///{bad}: {bad} is not an SQLite database; tracking.uri "
+                    "must name an MLflow sqlite store or a new file"]
+    assert bad.read_bytes() == b"not a db" and bad.stat().st_mtime_ns == before
+    assert not (tmp_path / "bad.db.lock").exists() and not (tmp_path / "mlartifacts").exists()
+
+
+@pytest.mark.slow
+def test_a_run_logs_its_splits_as_dataset_inputs_in_an_experiment_of_model_training(store, tmp_path):
+    result = run_cli(["task=sst2_bert", "sifter=none", "scale=smoke", "trainer.epochs=1", f"tracking.uri={store}"],
+                     tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    client, runs = runs_in(store)
+    by_context = {next(tag.value for tag in found.tags if tag.key == "mlflow.data.context"): found.dataset
+                  for found in runs[0].inputs.dataset_inputs}
+    assert set(by_context) == {"training", "validation", "test"}
+    assert by_context["training"].name == "sst2 training" and by_context["test"].source_type == "code"  # generated
+    assert len({dataset.digest for dataset in by_context.values()}) == 3
+    # MLflow 3's UI opens it on its runs, not on the GenAI overview.
+    assert client.get_experiment(runs[0].info.experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"

@@ -22,7 +22,7 @@ from sift_bench.report import machine_kinds
 from sift_bench.validation import ConfigError, validate
 
 WORKER = ROOT / "tests" / "ddp_sifter_worker.py"
-POLICIES = ("relative_probabilistic", "random", "stale_loss", "infobatch")
+POLICIES = ("relative_probabilistic", "random", "stale_loss", "stale_sb", "infobatch")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
 
 
@@ -71,13 +71,13 @@ def test_every_rank_yields_the_same_batches_and_counts_every_sample(policy, sync
         assert len(ids) == len(set(ids)), "a sample was trained on twice in one epoch (the shards overlap)"
         # Only full batches under DDP: a smaller last batch on one rank would change DDP's gradient weighting.
         assert len(ranks[0]["epochs"][epoch]["ids"]) == result["batch_size"] * per_epoch[0][epoch]
-    if policy in ("relative_probabilistic", "stale_loss"):
+    if policy in ("relative_probabilistic", "stale_loss", "stale_sb"):
         same_history = ranks[0]["history"] == ranks[1]["history"]
         assert same_history == (sync == "global"), "global sync shares one loss history; local keeps one per rank"
         assert len(ranks[0]["history"]) == 200
-    if policy in ("stale_loss", "infobatch"):
+    if policy in ("stale_loss", "stale_sb", "infobatch"):
         same_memory = ranks[0]["memory"] == ranks[1]["memory"]
-        assert same_memory == (sync == "global"), "global sync remembers every rank's training losses"
+        assert same_memory == (sync == "global"), "global sync remembers every rank's losses"
 
 
 @pytest.mark.slow

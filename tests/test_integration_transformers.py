@@ -166,7 +166,9 @@ class RecordingCrossEntropy(LogitsCrossEntropyLoss):
 
 @pytest.mark.parametrize("sift_config", [
     StaleLossSiftConfig(beta_value=1, loss_history_length=64, loss_based_sift_config=no_delay()),
-    InfoBatchSiftConfig(prune_ratio=0.5),
+    # No annealing: the official schedule prunes epoch e while e + 1 <= epochs * (1 - anneal_fraction), and at 2
+    # epochs with the default 0.125 it would prune nothing.
+    InfoBatchSiftConfig(prune_ratio=0.5, anneal_fraction=0.0),
 ], ids=["stale_loss", "infobatch"])
 def test_training_loss_policies_get_their_losses_back(sift_config, tmp_path):
     loss = RecordingCrossEntropy()

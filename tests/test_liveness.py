@@ -84,3 +84,20 @@ def test_run_of_older_code_naming_no_lock_is_lost_and_a_server_store_marks_nothi
     assert liveness.mark_lost_runs(store, experiment) == [legacy]
     assert client.get_run(legacy).info.status == liveness.LOST_STATUS
     assert liveness.mark_lost_runs("http://127.0.0.1:1", experiment) == []
+
+
+def test_a_held_lock_reads_held_until_its_holder_lets_go_and_a_missing_one_is_not_made(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with liveness.hold(uri) as tags:
+        path = tmp_path / liveness.LIVE_FOLDER / tags[liveness.LOCK_TAG]
+        assert path.is_file()
+        assert liveness.is_held(path)  # another lock on it, even in this process, is refused
+        assert liveness.is_held(path)  # and asking twice does not take it
+    assert not path.exists()  # removed once released
+    assert not liveness.is_held(path)
+    assert not path.exists()  # asking about a missing lock does not make one
+    left = tmp_path / liveness.LIVE_FOLDER / "left_behind.lock"
+    left.touch()  # a lock file whose process is gone: nobody holds it
+    assert not liveness.is_held(left)
+    with liveness.hold("http://127.0.0.1:1") as tags:
+        assert tags == {}  # a server store: nothing to hold here

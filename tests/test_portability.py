@@ -71,3 +71,25 @@ def test_portable_makes_absolute_paths_and_uris_relative_and_leaves_the_rest(tmp
     for unchanged in ("sqlite:///mlflow.db", "https://github.com/o/r.git", "../shared/data", 3):
         assert portable(unchanged) == unchanged
     assert portable(f"paths.data_dir={tmp_path}/d") == "paths.data_dir=d"
+
+
+def test_dataset_inputs_name_their_files_by_relative_paths_and_digest_them_in_a_moment(data_dir, tmp_path, monkeypatch):
+    import time
+
+    from conftest import compose_config
+    from sift_bench.tracking import datasets, file_digest
+
+    monkeypatch.chdir(tmp_path)  # the data lies outside the folder the command runs in
+    for task in ("cifar10_resnet", "sst2_bert"):
+        cfg = compose_config([f"task={task}", "scale=cpu", f"paths.data_dir={data_dir.resolve()}"])
+        found = datasets(cfg)
+        assert set(found) == {"training", "validation", "test"}
+        assert len({dataset.digest for dataset in found.values()}) == 3  # one file may hold two splits, told apart
+        for context, dataset in found.items():
+            assert dataset.name == f"{cfg.task.dataset} {context}"
+            assert not ABSOLUTE_PATH.search(dataset.source.to_json().encode()), dataset.source.to_json()
+        assert datasets(cfg)["training"].digest == found["training"].digest  # the same file, the same digest
+    zip_file = data_dir / "cifar10-jpeg.zip"
+    start = time.perf_counter()
+    file_digest(zip_file)
+    assert time.perf_counter() - start < 0.5  # its first MiB, not the whole zip

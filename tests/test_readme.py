@@ -81,3 +81,20 @@ def test_the_readme_status_is_the_table_the_committed_reports_print():
     assert table in (ROOT / "README.md").read_text(), "README.md's results table differs from:\n" + table
     assert table in (ROOT / "results" / "budget" / "budget.md").read_text(), (
         "results/budget/budget.md is older than the tables: rebuild it with --budget-from")
+
+
+def test_every_committed_verdict_agrees_with_its_interval():
+    """A verdict against the frontier is its 95 % interval read aloud: `above` exactly when the interval lies above
+    0, `below` exactly when it lies below, on test and on validation, in every committed table."""
+    import pandas as pd
+
+    checked = 0
+    for folder in ("cpu", "cpu_long"):
+        table = pd.read_csv(ROOT / "results" / folder / "table.csv")
+        for prefix in ("", "val_"):
+            lo, hi = table[f"{prefix}accuracy_vs_frontier_lo"], table[f"{prefix}accuracy_vs_frontier_hi"]
+            verdicts = table[f"{prefix}verdict_vs_frontier"]
+            assert ((verdicts == "above") == (lo > 0)).all(), folder
+            assert ((verdicts == "below") == (hi < 0)).all(), folder
+            checked += int(lo.notna().sum())
+    assert checked >= 20

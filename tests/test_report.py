@@ -103,9 +103,13 @@ def test_savings_and_spread_over_seeds_by_hand():
                  "val_accuracy_delta", "time_to_target_s", "train_time_s", "train_time_std", "pct_accepted_std",
                  "seeds", "frontier_accuracy", "accuracy_vs_frontier", "accuracy_vs_frontier_std",
                  "verdict_vs_frontier", "frontier_savings", "extra_savings", "val_frontier_accuracy",
-                 "val_accuracy_vs_frontier", "val_verdict_vs_frontier", "val_extra_savings"):
+                 "val_accuracy_vs_frontier", "val_verdict_vs_frontier", "val_extra_savings", "accuracy_vs_frontier_lo",
+                 "accuracy_vs_frontier_hi", "val_accuracy_vs_frontier_lo", "val_accuracy_vs_frontier_hi",
+                 "extra_savings_lo", "extra_savings_hi", "val_extra_savings_lo", "val_extra_savings_hi",
+                 "bootstrap_seeds", "val_bootstrap_seeds"):
         assert name in table.columns, name
     assert "accuracy" not in table.columns and "eval_accuracy" not in table.columns
+    assert not [name for name in table.columns if name.endswith("_by_seed")]  # per-seed values stay in memory
 
 
 def test_a_new_sifter_with_new_params_needs_no_report_change():
@@ -922,6 +926,8 @@ def test_a_store_with_timing_slots_and_the_frontier_rebuilds_the_same_table_from
         assert beta3[f"{prefix}accuracy_vs_frontier"] == pytest.approx(beta3[name] - at, abs=1e-5)
     # beta=3 beats the control at its 27 % accepted, yet is below uniform subsampling at its % time saved.
     assert beta3["verdict_vs_frontier"] == "below" and beta3["extra_savings"] < 0
+    # Its 95 % interval, over the 3 seeds it shares with the frontier, lies below 0 too (the verdict reads it).
+    assert beta3["bootstrap_seeds"] == 3 and beta3["accuracy_vs_frontier_hi"] < 0
     text = (out / "report.md").read_text()
     assert "none: no configuration is above the uniform-subsampling frontier on validation" in text
     assert "beat the control" in text and "6 baselines tagged `timing_slot`" in text

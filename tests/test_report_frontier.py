@@ -4,11 +4,13 @@ against the baseline nearest in time, and the two timing-slot baselines of a see
 import math
 import statistics
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from sift_bench import report
-from sift_bench.report import frontier
+from sift_bench.report import bootstrap, frontier
+from sift_bench.report.bootstrap import SeedValues
 from test_report import KEEP25, KEEP50, NONE, RP1, RP3, SST2, frame_row, row_of, runs_frame
 
 SCORED = {**RP1, "beta_value": "2"}  # a third sifted configuration, for the headline tests
@@ -50,15 +52,119 @@ def test_frontier_inversion_and_the_largest_saving_on_a_curve_that_is_not_monoto
     assert frontier.largest_x_at(dip, 79.0) == pytest.approx(4.0)  # only on the first segment
 
 
-@pytest.mark.parametrize("frontier_accuracy,difference,spread,expected", [
-    (math.nan, 1.0, 0.1, "outside range"),
-    (80.0, 0.5, 0.5, "within spread"),
-    (80.0, 0.5, math.nan, "cannot tell: needs at least 2 seeds"),
-    (80.0, 0.6, 0.5, "above"),
-    (80.0, -0.6, 0.5, "below"),
+@pytest.mark.parametrize("frontier_accuracy,difference,interval,n_seeds,expected", [
+    (math.nan, 1.0, (0.5, 1.5), 3, "outside range"),
+    (80.0, math.nan, (0.5, 1.5), 3, "cannot tell: accuracy missing"),
+    (80.0, 1.0, (math.nan, math.nan), 2, "cannot tell: needs at least 3 seeds"),
+    (80.0, 1.0, (math.nan, math.nan), 3, "cannot tell: at the edge of the frontier's range"),
+    (80.0, 1.0, (0.01, 1.5), 3, "above"),
+    (80.0, -1.0, (-1.5, -0.01), 3, "below"),
+    # The interval decides, not the size of the difference: 0 inside it, or on its edge, is no verdict.
+    (80.0, 1.0, (-0.2, 2.0), 5, "within interval"),
+    (80.0, 1.0, (0.0, 2.0), 5, "within interval"),
+    (80.0, -1.0, (-2.0, 0.0), 5, "within interval"),
 ])
-def test_verdict_vs_frontier_rule(frontier_accuracy, difference, spread, expected):
-    assert frontier.verdict_vs_frontier(frontier_accuracy, difference, spread) == expected
+def test_verdict_vs_frontier_rule(frontier_accuracy, difference, interval, n_seeds, expected):
+    assert frontier.verdict_vs_frontier(frontier_accuracy, difference, interval, n_seeds) == expected
+
+
+# ---------------------------------------------------------------- the bootstrap over seeds, both axes
+
+def by_seed(values) -> dict:
+    return dict(enumerate(values))
+
+
+# The baseline at 80 (0 % saved by definition) and a uniform half at 70, 50 % saved: the frontier is 80 - x / 5.
+BASELINE_SEEDS = SeedValues(by_seed([80.0, 80.1, 79.9, 80.05, 79.95, 80.0]), by_seed([0.0] * 6))
+HALF_SEEDS = SeedValues(by_seed([70.0, 70.1, 69.9, 70.05, 69.95, 70.0]), by_seed([50.0, 49.5, 50.5, 50.0, 49.8, 50.2]))
+POINTS = [BASELINE_SEEDS, HALF_SEEDS]
+
+
+def point_estimates(row: SeedValues, points: list[SeedValues]) -> tuple[float, float, float]:
+    """(frontier at the row's mean savings, accuracy - it, extra savings), as the table computes them from means."""
+    curve = frontier.curve([statistics.mean(p.savings.values()) for p in points],
+                           [statistics.mean(p.accuracy.values()) for p in points])
+    savings, accuracy = statistics.mean(row.savings.values()), statistics.mean(row.accuracy.values())
+    at = frontier.value_at(curve, savings)
+    return at, accuracy - at, savings - frontier.largest_x_at(curve, accuracy)
+
+
+def verdict_of(row: SeedValues, points: list[SeedValues]) -> str:
+    at, difference, _ = point_estimates(row, points)
+    intervals = bootstrap.frontier_intervals(row, points)
+    return frontier.verdict_vs_frontier(at, difference, intervals.accuracy_vs_frontier, intervals.n_seeds)
+
+
+# Every seed 4 points above the frontier at about 25 % saved.
+CLEARLY_ABOVE = SeedValues(by_seed([79.0, 79.2, 78.9, 79.1, 79.0, 79.05]),
+                           by_seed([25.0, 26.0, 24.0, 25.5, 24.5, 25.0]))
+# Savings of 10 % in half the seeds and 40 % in the other half (a scoring pass whose cost swings with the machine),
+# at an accuracy that hardly moves: at its mean 25 % saved it is 1 point above the frontier's 75.
+SWINGING_SAVINGS = SeedValues(by_seed([76.0, 76.05, 75.95, 76.0, 76.02, 75.98]),
+                              by_seed([10.0, 40.0, 10.0, 40.0, 10.0, 40.0]))
+
+
+def test_a_configuration_above_the_frontier_in_every_seed_is_above():
+    intervals = bootstrap.frontier_intervals(CLEARLY_ABOVE, POINTS)
+    assert intervals.n_seeds == 6
+    assert 3.5 < intervals.accuracy_vs_frontier.lo <= intervals.accuracy_vs_frontier.hi < 4.5
+    assert verdict_of(CLEARLY_ABOVE, POINTS) == "above"
+    # Uniform subsampling reaches 79.04 at about 5 % saved: some 20 % more than that, in every resample.
+    assert 15.0 < intervals.extra_savings.lo <= intervals.extra_savings.hi < 25.0
+
+
+def test_savings_that_swing_over_seeds_widen_the_interval_where_a_spread_at_fixed_savings_says_above():
+    """The point of resampling both axes: seed by seed at the mean savings the difference is +1 ± 0.05, a clear
+    `above` by the std rule; resampled, the savings (and with them the frontier it is read at) range from 10 % to
+    40 %, so the difference ranges from -2 to +4 points and the interval holds 0."""
+    at, difference, _ = point_estimates(SWINGING_SAVINGS, POINTS)
+    spread = frontier.spread_over_seeds(25.0, SWINGING_SAVINGS.accuracy, [0.0, 50.0],
+                                        [BASELINE_SEEDS.accuracy, HALF_SEEDS.accuracy])
+    assert difference == pytest.approx(1.0, abs=0.05) and difference > spread  # the old rule: above
+    intervals = bootstrap.frontier_intervals(SWINGING_SAVINGS, POINTS)
+    assert intervals.accuracy_vs_frontier.lo < 0 < intervals.accuracy_vs_frontier.hi
+    assert verdict_of(SWINGING_SAVINGS, POINTS) == "within interval"
+
+
+def test_the_bootstrap_is_deterministic_and_does_not_depend_on_the_order_of_the_seeds():
+    first = bootstrap.frontier_intervals(SWINGING_SAVINGS, POINTS)
+    assert bootstrap.frontier_intervals(SWINGING_SAVINGS, POINTS) == first
+    reversed_order = [SeedValues(dict(reversed(list(p.accuracy.items()))), dict(reversed(list(p.savings.items()))))
+                      for p in [SWINGING_SAVINGS, *POINTS]]
+    assert bootstrap.frontier_intervals(reversed_order[0], reversed_order[1:]) == first
+
+
+@pytest.mark.parametrize("row", [CLEARLY_ABOVE, SWINGING_SAVINGS])
+def test_the_interval_holds_the_point_estimate(row):
+    _, difference, extra = point_estimates(row, POINTS)
+    intervals = bootstrap.frontier_intervals(row, POINTS)
+    assert intervals.accuracy_vs_frontier.lo <= difference <= intervals.accuracy_vs_frontier.hi
+    assert intervals.extra_savings.lo <= extra <= intervals.extra_savings.hi
+
+
+def test_fewer_than_three_common_seeds_give_no_interval_and_no_verdict():
+    # The uniform half ran seeds 0 and 1 only; the configuration's seed 2 lost its savings (a slowed host), so
+    # against the whole frontier only seeds 0 and 1 have both axes.
+    half = SeedValues({0: 70.0, 1: 70.1}, {0: 50.0, 1: 49.5})
+    intervals = bootstrap.frontier_intervals(CLEARLY_ABOVE, [BASELINE_SEEDS, half])
+    assert intervals.n_seeds == 2 and intervals.accuracy_vs_frontier == bootstrap.NO_INTERVAL
+    assert verdict_of(CLEARLY_ABOVE, [BASELINE_SEEDS, half]) == "cannot tell: needs at least 3 seeds"
+    lost = SeedValues(CLEARLY_ABOVE.accuracy, {seed: CLEARLY_ABOVE.savings[seed] for seed in (0, 1, 2)})
+    assert bootstrap.common_seeds(lost, POINTS) == [0, 1, 2]
+    assert bootstrap.frontier_intervals(lost, POINTS).n_seeds == 3
+
+
+def test_the_vectorised_curves_read_as_the_frontier_does():
+    # Two points at 10 % become one at their mean (77); a dip reached twice gives the larger % time saved.
+    for xs, ys in (([0.0, 10.0, 10.0, 20.0], [80.0, 78.0, 76.0, 70.0]), ([0.0, 20.0, 40.0], [80.0, 75.0, 78.0])):
+        positions, values = bootstrap.curves(np.array([xs] * 5), np.array([ys] * 5))
+        curve = frontier.curve(xs, ys)
+        queries = np.array([-1.0, 0.0, 10.0, 15.0, 20.0])
+        assert bootstrap.values_at(positions, values, queries).tolist() == pytest.approx(
+            [frontier.value_at(curve, x) for x in queries], nan_ok=True)
+        targets = np.array([81.0, 77.0, 76.0, 78.0, 69.0])
+        assert bootstrap.largest_xs_at(positions, values, targets).tolist() == pytest.approx(
+            [frontier.largest_x_at(curve, y) for y in targets], nan_ok=True)
 
 
 # ---------------------------------------------------------------- the frontier in the table
@@ -85,6 +191,10 @@ def test_a_policy_that_beats_the_control_at_equal_data_can_lose_at_equal_time():
     assert sifted["accuracy_vs_frontier"] == pytest.approx(82.2 - 83.2)
     # Seed by seed: 82.0 - 83.0, 82.1 - 83.2, 82.5 - 83.4.
     assert sifted["accuracy_vs_frontier_std"] == pytest.approx(statistics.stdev([-1.0, -1.1, -0.9]))
+    # Every run of a configuration takes the same time, so the bootstrap resamples accuracy only: each resample's
+    # difference is a mean of those per-seed differences, and the interval lies among them, below 0.
+    assert sifted["bootstrap_seeds"] == 3
+    assert -1.1 - 1e-6 <= sifted["accuracy_vs_frontier_lo"] <= sifted["accuracy_vs_frontier_hi"] <= -0.9 + 1e-6
     assert sifted["verdict_vs_frontier"] == "below"
     # Uniform subsampling reaches 82.2 at 30 % saved: 10 points more than smart sifting saves.
     assert sifted["frontier_savings"] == pytest.approx(30.0)
@@ -95,6 +205,22 @@ def test_a_policy_that_beats_the_control_at_equal_data_can_lose_at_equal_time():
     line = report.headline_at_equal_time(table).iloc[0]
     assert pd.isna(line["config"])
     assert line["statement"] == "none: no configuration is above the uniform-subsampling frontier on validation"
+
+
+def test_the_table_s_verdict_resamples_each_seed_s_savings():
+    # Six seeds at the same accuracies; smart sifting takes 90 s in even seeds and 60 s in odd ones (10 % and 40 %
+    # saved). At its mean 25 % it is 1 point above the frontier's 75, and seed by seed at that fixed 25 % the
+    # difference never moves (std 0), but the resampled savings read the frontier anywhere from 78 to 72.
+    rows = (seeded(NONE, 100.0, [80.0] * 6) + seeded(KEEP50, 50.0, [70.0] * 6, accepted=50.0)
+            + [frame_row(SST2, RP1, seed, time_s, time_s / 1000, 76.0, 50.0)
+               for seed, time_s in enumerate([90.0, 60.0] * 3)])
+    sifted = row_of(report.build_table(runs_frame(rows)), "sst2_bert", RP1)
+    assert sifted["pct_time_savings"] == pytest.approx(25.0) and sifted["accuracy_vs_frontier"] == pytest.approx(1.0)
+    assert sifted["accuracy_vs_frontier_std"] == pytest.approx(0.0, abs=1e-9)
+    assert sifted["bootstrap_seeds"] == 6
+    assert sifted["accuracy_vs_frontier_lo"] < 0 < sifted["accuracy_vs_frontier_hi"]
+    assert sifted["verdict_vs_frontier"] == sifted["val_verdict_vs_frontier"] == "within interval"
+    assert sifted["extra_savings_lo"] < sifted["extra_savings"] < sifted["extra_savings_hi"]
 
 
 def test_the_frontier_is_recomputed_by_hand_from_table_csv(tmp_path):
@@ -132,11 +258,11 @@ def test_outside_the_frontier_s_range_there_is_no_verdict_and_a_dip_gives_the_la
 # ---------------------------------------------------------------- headlines: chosen on validation
 
 def chosen_on_validation_frame(extra: list[dict] = ()) -> pd.DataFrame:
-    """Baseline 85 at 100 s, the keep-0.5 control 80 at 50 s (seed 1 is seed 0 + 0.1 everywhere, so the
-    per-seed spread is 0 and every difference is a clear verdict).
-    beta=3 saves 30 % at test 84.5, val 83.5; beta=2 saves 20 % at test 83.5, val 84.7."""
+    """Baseline 85 at 100 s, the keep-0.5 control 80 at 50 s (seeds 1 and 2 are seed 0 + 0.1 and + 0.2 everywhere,
+    so every seed's difference from the frontier is the same, its interval a point and its verdict clear; the
+    means are seed 0 + 0.1). beta=3 saves 30 % at test 84.5, val 83.5; beta=2 saves 20 % at test 83.5, val 84.7."""
     def both(value):
-        return [value, value + 0.1]
+        return [value, value + 0.1, value + 0.2]
 
     return runs_frame(seeded(NONE, 100.0, both(85.0)) + seeded(KEEP50, 50.0, both(80.0), accepted=50.0)
                       + seeded(RP3, 70.0, both(84.5), both(83.5), accepted=40.0)
@@ -146,18 +272,22 @@ def chosen_on_validation_frame(extra: list[dict] = ()) -> pd.DataFrame:
 def test_the_equal_time_headline_chooses_on_validation_and_reports_test():
     table = report.build_table(chosen_on_validation_frame())
     beta3, beta2 = row_of(table, "sst2_bert", RP3), row_of(table, "sst2_bert", SCORED)
-    # On test, beta=3 buys more over uniform subsampling: the frontier 85.05 - x / 10 reaches 84.55 at 5 % (extra
-    # 25) and 83.55 at 15 % (extra 5). On validation beta=2 does: 83.55 at 15 % (extra 15), 84.75 at 3 % (17).
+    # On test, beta=3 buys more over uniform subsampling: the frontier 85.1 - x / 10 reaches 84.6 at 5 % (extra
+    # 25) and 83.6 at 15 % (extra 5). On validation beta=2 does: 83.6 at 15 % (extra 15), 84.8 at 3 % (17).
     assert beta3["extra_savings"] == pytest.approx(25.0) and beta2["extra_savings"] == pytest.approx(5.0)
     assert beta3["val_extra_savings"] == pytest.approx(15.0) and beta2["val_extra_savings"] == pytest.approx(17.0)
     assert beta3["val_verdict_vs_frontier"] == beta2["val_verdict_vs_frontier"] == "above"
     line = report.headline_at_equal_time(table).iloc[0]
     assert line["config"] == beta2["config"]
-    assert line["test_accuracy"] == pytest.approx(83.55) and line["extra_savings"] == pytest.approx(5.0)
-    assert line["accuracy_vs_frontier"] == pytest.approx(83.55 - (85.05 - 2.0))
+    assert line["test_accuracy"] == pytest.approx(83.6) and line["extra_savings"] == pytest.approx(5.0)
+    assert line["accuracy_vs_frontier"] == pytest.approx(83.6 - (85.1 - 2.0))
+    assert line["accuracy_vs_frontier_lo"] == pytest.approx(0.5)
+    assert line["accuracy_vs_frontier_hi"] == pytest.approx(0.5)
     assert line["verdict_vs_frontier"] == "above" and not line["ranked_by_full_savings"]
-    assert line["statement"].startswith(f"{beta2['config']}: 20.0 % time saved at test accuracy 83.55")
-    assert "+5.0 % time saved beyond uniform subsampling" in line["statement"]
+    assert line["statement"].startswith(f"{beta2['config']}: 20.0 % time saved at test accuracy 83.60, "
+                                        "+0.50 [+0.50, +0.50] points against the frontier's 83.10 (above)")
+    assert "+5.0 [+5.0, +5.0] % time saved beyond uniform subsampling" in line["statement"]
+    assert "+17.0 [+17.0, +17.0] % extra savings; n=3, interval over 3 seeds)" in line["statement"]
 
 
 def test_the_within_half_a_point_headline_tests_on_validation_and_reports_test():
@@ -167,12 +297,12 @@ def test_the_within_half_a_point_headline_tests_on_validation_and_reports_test()
     line = report.headline(table).iloc[0]
     assert line["config"] == row_of(table, "sst2_bert", SCORED)["config"]
     assert line["val_accuracy_delta"] == pytest.approx(-0.3)
-    assert line["accuracy_delta"] == pytest.approx(-1.5) and line["test_accuracy"] == pytest.approx(83.55)
+    assert line["accuracy_delta"] == pytest.approx(-1.5) and line["test_accuracy"] == pytest.approx(83.6)
 
 
 def test_a_validation_accuracy_above_the_whole_frontier_ranks_by_its_full_savings():
     # beta=1 saves 40 % at val 86 (above the baseline itself): no frontier_savings, so it ranks by 40 > 17.
-    best = seeded(RP1, 60.0, [84.0, 84.1], [86.0, 86.1], accepted=35.0)
+    best = seeded(RP1, 60.0, [84.0, 84.1, 84.2], [86.0, 86.1, 86.2], accepted=35.0)
     table = report.build_table(chosen_on_validation_frame(best))
     beta1 = row_of(table, "sst2_bert", RP1)
     assert pd.isna(beta1["val_frontier_savings"]) and pd.isna(beta1["val_extra_savings"])

@@ -132,6 +132,7 @@ def test_compare_writes_the_verdict_against_the_baseline_and_the_random_control(
     assert (table["n_seeds"] == 2).all() and table["test_accuracy"].between(50, 100).all()  # val_acc, in percent
     assert table.loc[table["sifter"] == "random", "keep_fraction"].item() == 0.5
     sifted = table[table["sifter"] == "relative_probabilistic"].iloc[0]
-    assert sifted["verdict_vs_frontier"] in ("above", "below", "within spread", "outside range")
+    # Two seeds: the bootstrap interval needs three, so the verdict says so (or the frontier was not measured).
+    assert sifted["verdict_vs_frontier"] in ("cannot tell: needs at least 3 seeds", "outside range")
     assert "at equal time:" in result.stdout
     assert "pytorch_listbatch" in (out / "report.md").read_text()

@@ -153,6 +153,35 @@ def test_kept_fraction_is_one_over_one_plus_beta(beta_value):
     assert abs(sifter.stats.pct_accepted - 100 / (1 + beta_value)) < 2.0
 
 
+def tied_losses(n, tied_share, seed):
+    """Losses of which `tied_share` are exactly equal (at the median of the rest), the others uniform."""
+    generator = torch.Generator().manual_seed(seed)
+    table = torch.rand(n, generator=generator)
+    table[torch.rand(n, generator=generator) < tied_share] = 0.5
+    return table
+
+
+def test_ties_rank_mid_rank_and_keep_one_over_one_plus_beta():
+    # 40 % of the losses tied (at their median). Reference figures of the three rules on these losses, each computed
+    # here as its source ranks a loss among a history (p = share of the history below, at or below, or the
+    # mid-rank; at beta 1 the kept fraction is E[p]): counting ties as below (an inclusive percentile) keeps about
+    # 0.59; Selective Backprop's lib/hist.py (UnboundedHistogram.percentile_of_score counts strictly lower scores)
+    # about 0.45; the mid-rank keeps the documented 1 / (1 + beta) = 0.5.
+    n = 20_000
+    table = tied_losses(n, 0.4, seed=3)
+    generator = torch.Generator().manual_seed(0)
+    history = table[torch.randint(0, n, (500,), generator=generator)]
+    below = (history[None, :] < table[:, None]).float().mean(dim=1)
+    at_or_below = (history[None, :] <= table[:, None]).float().mean(dim=1)
+    assert 0.56 < float(at_or_below.mean()) < 0.62   # E[p] at beta 1: the inclusive rule's kept fraction
+    assert 0.42 < float(below.mean()) < 0.47         # the strict rule's
+    loss = TableLoss(table)
+    sifter = SiftingDataloader(relative_config(1.0), id_loader(n, 128, shuffle=True), loss, tiny_net(), seed=0)
+    run_epoch(sifter)
+    assert sifter.stats.samples_seen == n
+    assert 46.0 <= sifter.stats.pct_accepted <= 54.0
+
+
 @pytest.mark.parametrize("beta_value", [0.5, 1.0, 3.0])
 def test_higher_losses_are_kept_more_often(beta_value):
     table = torch.rand(N_STATISTICS, generator=torch.Generator().manual_seed(2))

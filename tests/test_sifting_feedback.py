@@ -183,12 +183,12 @@ def test_infobatch_weighted_loss_is_unbiased():
     assert min(weighted_sums) < full_sum < max(weighted_sums)
 
 
-def test_infobatch_anneals_in_the_last_fraction_of_training():
+def test_infobatch_anneals_by_samples_when_asked():
     n, num_epochs = 4096, 4
     table = half_below(n)
     # Annealing starts at (1 - 0.125) * 4 * n = 3.5 n samples seen: halfway through the 4th epoch.
-    sifter = sifter_for(infobatch_config(0.5, anneal_fraction=0.125), n, num_epochs=num_epochs,
-                        shuffle=False)
+    config = InfoBatchSiftConfig(0.5, 0.125, NO_DELAY, anneal_by="samples")
+    sifter = sifter_for(config, n, num_epochs=num_epochs, shuffle=False)
     assert sifter.selector.anneal_start_samples == 3.5 * n
     for epoch in range(3):
         ids, weights = train_epoch(sifter, lambda ids: table[ids])
@@ -202,6 +202,59 @@ def test_infobatch_anneals_in_the_last_fraction_of_training():
     # Planned training is over: annealing continues, nothing is pruned.
     ids, weights = train_epoch(sifter, lambda ids: table[ids])
     assert len(ids) == n and bool((weights == 1).all())
+
+
+def official_infobatch_kept_per_epoch(table, num_epochs, prune_ratio, delta=0.875):
+    """Samples each epoch trains on under the official InfoBatch (infobatch/infobatch.py of NUS-HPC-AI-Lab/InfoBatch),
+    driven here on fixed per-sample losses: scores start at 3; its IBSampler resets once when built and again at
+    every epoch's iter(), so epoch e is its (e + 1)-th reset, which prunes while iterations <= num_epochs * delta;
+    prune() keeps int(keep_ratio * count) of the samples below the mean score, keep_ratio = max(0.1, 1 - ratio)."""
+    keep_ratio = min(1.0, max(0.1, 1.0 - prune_ratio))
+    scores = torch.full((len(table),), 3.0)
+    kept = []
+    for epoch in range(num_epochs):
+        iterations = epoch + 1
+        if iterations > num_epochs * delta:
+            kept.append(len(table))
+        else:
+            below = int((scores < scores.mean()).sum())
+            kept.append(len(table) - below + int(keep_ratio * below))
+        scores = table.clone()  # every sample trained is scored; pruned ones keep their (identical) old score
+    return kept
+
+
+@pytest.mark.parametrize("num_epochs", [2, 12])
+def test_infobatch_prunes_whole_epochs_as_the_official_code(num_epochs):
+    n = 4096
+    table = half_below(n)
+    reference = official_infobatch_kept_per_epoch(table, num_epochs, 0.5)
+    if num_epochs == 2:
+        assert reference == [n, n]  # the 2-epoch SST-2 table: InfoBatch as written prunes nothing
+    else:
+        assert reference == [n] + [n - 1024] * 9 + [n, n]  # epochs 1 to 9 pruned, 10 and 11 in full
+    sifter = sifter_for(InfoBatchSiftConfig(0.5, 0.125, NO_DELAY), n, num_epochs=num_epochs)
+    kept = []
+    for epoch in range(num_epochs):
+        ids, weights = train_epoch(sifter, lambda ids: table[ids])
+        kept.append(len(ids))
+        if reference[epoch] == n:
+            assert len(ids) == n and bool((weights == 1).all())  # the annealed epochs train in full, weight 1
+    # Ours draws each below-mean sample's fate (binomial count): within 4 sigma of the official exact count.
+    sigma = (n / 2 * 0.25) ** 0.5
+    assert all(abs(ours - theirs) < 4 * sigma for ours, theirs in zip(kept, reference)), (kept, reference)
+    overall = sum(kept) / (n * num_epochs)
+    assert overall == pytest.approx(sum(reference) / (n * num_epochs), abs=0.01)
+
+
+def test_infobatch_prune_ratio_above_0_9_prunes_0_9_as_the_official_code():
+    n = N_STATISTICS
+    table = half_below(n)
+    sifter = sifter_for(infobatch_config(0.95), n)
+    train_epoch(sifter, lambda ids: table[ids])
+    ids, weights = train_epoch(sifter, lambda ids: table[ids])
+    below = table[ids] < 0.55
+    assert abs(1 - int(below.sum()) / (n // 2) - 0.9) < 0.02
+    assert bool((weights[below] == torch.tensor(10.0)).all())  # weight 1 / keep_ratio, at most 10
 
 
 def test_infobatch_keeps_samples_never_remembered():

@@ -96,3 +96,33 @@ def test_another_machine_kind_is_refused_with_the_kinds_named():
     assert store.other_machine_error(cfg, {AMX: 3}, AMX) is None
     error = store.other_machine_error(cfg, {AMX: 3, ZEN5: 1}, AMX)
     assert f"1 on '{ZEN5}'" in error and "tracking.require_same_machine=false" in error
+
+
+@pytest.mark.parametrize("content", [b"not a db", b"SQLite format 2\x00 and more", b"x" * 100])
+def test_a_file_that_is_not_a_database_is_refused_and_left_untouched(tmp_path, content):
+    from sift_bench.errors import ConfigError
+
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(content)
+    before = bad.stat()
+    with pytest.raises(ConfigError) as refused:
+        store.use_store(f"sqlite:///{bad}", "sift_bench")
+    assert str(refused.value) == (f"tracking.uri=sqlite:///{bad}: {bad} is not an SQLite database; tracking.uri must "
+                                  "name an MLflow sqlite store or a new file")
+    assert bad.read_bytes() == content and bad.stat().st_mtime_ns == before.st_mtime_ns
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["bad.db"]  # not even a lock file beside it
+
+
+def test_an_empty_or_missing_file_is_a_new_store(tmp_path):
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    for path in (empty, tmp_path / "missing.db"):
+        store.check_sqlite_store(f"sqlite:///{path}")
+    store.check_sqlite_store("http://127.0.0.1:5000")  # a server: nothing to read here
+    uri = f"sqlite:///{empty}"
+    experiment_id = store.use_store(uri, "sift_bench")
+    assert empty.read_bytes().startswith(store.SQLITE_HEADER)
+    store.check_sqlite_store(uri)  # what MLflow made is a store
+    assert store.use_store(uri, "sift_bench") == experiment_id
+    # An experiment of model training: MLflow's UI opens it on its runs, not on the GenAI overview.
+    assert MlflowClient(uri).get_experiment(experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"

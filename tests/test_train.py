@@ -1,6 +1,8 @@
 """The shared training loop: a schedule over samples seen, run status on failure, repeatability."""
 
+import logging
 import math
+import re
 
 import pytest
 import torch
@@ -114,13 +116,32 @@ def test_a_run_that_raises_is_marked_failed(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("sifter", ["stale_loss", "infobatch"])
 def test_loss_memory_sifters_start_pruning_once_losses_are_remembered(sifter, tmp_path):
-    cfg = smoke_config(["task=cifar10_resnet", f"sifter={sifter}", "sifter.sift_delay=0", "trainer.epochs=3"], tmp_path)
+    # InfoBatch without annealing, so that it prunes every epoch after the first.
+    no_anneal = ["sifter.anneal_fraction=0"] if sifter == "infobatch" else []
+    cfg = smoke_config(["task=cifar10_resnet", f"sifter={sifter}", "sifter.sift_delay=0", "trainer.epochs=3",
+                        *no_anneal], tmp_path)
     parts, result = run_training(cfg)
     first, *later = result.history
     assert first.pct_accepted == 100.0  # nothing is remembered during the first epoch
     assert all(point.pct_accepted < 95.0 for point in later)
     assert result.sift_time_s == 0.0  # no scoring forward pass
     assert result.samples_seen == 3 * parts.num_train_samples
+    assert result.history[-1].lr_multiplier == pytest.approx(0.0, abs=0.02)
+
+
+def test_infobatch_as_written_prunes_nothing_in_two_epochs(tmp_path):
+    # The official schedule prunes epoch e while e + 1 <= 2 * 0.875: never at 2 epochs (the SST-2 short table).
+    cfg = smoke_config(["+experiment=bert", "sifter=infobatch", "trainer.epochs=2"], tmp_path)
+    parts, result = run_training(cfg)
+    assert result.pct_accepted == 100.0 and result.samples_seen == 2 * parts.num_train_samples
+
+
+def test_stale_sb_pays_for_its_scoring_passes(tmp_path):
+    cfg = smoke_config(["+experiment=bert", "sifter=stale_sb", "trainer.epochs=4"], tmp_path)
+    parts, result = run_training(cfg)
+    assert result.sift_time_s > 0.0  # epoch 0's pass (after the delay) and epoch 3's re-scoring
+    assert 35.0 < result.pct_accepted < 70.0  # beta 1 keeps about half, after the delay's full batches
+    assert result.samples_seen == 4 * parts.num_train_samples
     assert result.history[-1].lr_multiplier == pytest.approx(0.0, abs=0.02)
 
 
@@ -133,3 +154,41 @@ def test_the_metric_names_are_the_fields_the_loops_fill():
     assert {field.name for field in fields(EvalPoint)} == set(EVAL_METRICS)
     result_fields = {field.name for field in fields(TrainResult)}
     assert set(FINAL_METRICS) - result_fields == {"cost_usd"}  # the harness prices the train time itself
+
+
+PROGRESS_LINE = re.compile(r"progress \d+ of (\d+) samples \(\d+\.\d %\), \d+ samples/s, \d+:\d\d elapsed, "
+                           r"about (\d+:)?\d+:\d\d left")
+
+
+def test_without_a_terminal_progress_is_logged_as_a_line_with_rate_and_time_left(tmp_path, monkeypatch, caplog):
+    import sift_bench.train as native
+
+    monkeypatch.setattr(native, "PROGRESS_LOG_INTERVAL_S", 0.0)  # a line at every step, so a smoke run has some
+    cfg = smoke_config(["task=sst2_bert", "sifter=none", "trainer.epochs=1"], tmp_path)  # trainer.progress=false
+    with caplog.at_level(logging.INFO, logger="sift_bench.train"):
+        parts, _ = run_training(cfg)
+    lines = [record.getMessage() for record in caplog.records
+             if record.name == "sift_bench.train" and record.getMessage().startswith("progress ")]
+    assert lines, [record.getMessage() for record in caplog.records]
+    for line in lines:
+        assert PROGRESS_LINE.fullmatch(line) and PROGRESS_LINE.fullmatch(line)[1] == str(parts.num_train_samples), line
+
+
+def test_the_progress_line_comes_at_a_steady_interval_and_a_terminal_gets_the_bar(caplog, capsys):
+    from sift_bench.train import ProgressLog, _progress_bar
+
+    progress = ProgressLog(1000, interval_s=30.0)
+    with caplog.at_level(logging.INFO, logger="sift_bench.train"):
+        progress.update(100)  # within the first 30 s: nothing
+        assert not caplog.records
+        progress.start -= 60.0  # as if a minute had passed
+        progress.next_line -= 60.0
+        progress.update(100)
+        progress.update(100)  # the next line is 30 s away again
+    assert [record.getMessage() for record in caplog.records] == [
+        "progress 200 of 1000 samples (20.0 %), 3 samples/s, 1:00 elapsed, about 4:00 left"]
+    assert progress.n == 300 and progress.disable  # the bar's interface, for the loop
+    # stderr captured here is not a terminal: tqdm switches itself off and the log takes its place, even with
+    # trainer.progress=true; with it false there is no bar anywhere.
+    for enabled in (True, False):
+        assert isinstance(_progress_bar(10, enabled), ProgressLog)

@@ -18,7 +18,7 @@ from sift_bench.report.diagnostics import (PACE_TOLERANCE, baseline_pace, comman
 from sift_bench.report.frame import (column, machine_kinds, normalise, run_rows, sifter_params, task_labels,
                                      time_midpoints, with_accuracy_metric)
 from sift_bench.report.selection import choose_machine, exclusion_of_reason, split_runs
-from sift_bench.report.table import _sifter_rank, build_table, config_labels, first_present, paired_accuracy
+from sift_bench.report.table import sifter_rank, build_table, config_labels, first_present, paired_accuracy
 from sift_bench.report.timing import (baselines_off_pace, eval_pace, off_pace_baselines, pace_mismatched_runs,
                                       paired_savings, runs_without_baseline, savings_stats, timed_runs,
                                       timing_references)
@@ -32,7 +32,7 @@ from sift_bench.report.vocabulary import (ACCURACIES, BASELINE, CONTROL, EXCLUDE
 __all__ = [
     "ACCURACIES", "BASELINE", "CONTENDED_FRACTION", "CONTROL", "CONTROL_RULE", "EXCLUDED_COLUMNS", "Exclusion",
     "FRONTIER_COLUMNS", "FRONTIER_STATS", "HEADLINE_TOLERANCE", "HISTORY_METRICS", "NATIVE_LOOP", "NEEDED_METRICS",
-    "PACE_TOLERANCE", "SIFTER_PARAMS", "TABLE_STATS", "_sifter_rank", "baseline_pace", "baselines_off_pace",
+    "PACE_TOLERANCE", "SIFTER_PARAMS", "TABLE_STATS", "sifter_rank", "baseline_pace", "baselines_off_pace",
     "best_sifted", "build_table", "choose_machine", "column", "commands", "config_labels", "contended_runs",
     "control_curve", "eval_pace", "exclusion_of_reason", "fewer_seeds", "first_present", "frontier_columns",
     "frontier_points", "headline", "headline_at_equal_time", "is_sifted", "machine_kinds", "machines",

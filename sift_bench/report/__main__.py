@@ -124,6 +124,7 @@ def csv_scale(runs: pd.DataFrame) -> str | None:
 
 def budget_view(cli, args, command: str) -> int:
     from sift_bench.report import budget, status
+    from sift_bench.report.verdicts import interval_text
 
     if len(args.budget_from) < 2:
         cli.error("--budget-from takes two or more report folders, one per training budget")
@@ -142,13 +143,70 @@ def budget_view(cli, args, command: str) -> int:
                       for task, rows in view.groupby("task", sort=False))
           + f"; wrote {out}/budget.csv, budget.md, budget.png{replacing}")
     for _, row in view[report.is_sifted(view)].iterrows():
-        print(f"  {row['task']} {row['budget_epochs']} epochs  {row['config']}: vs frontier "
-              f"{row['accuracy_vs_frontier']:+.2f} ± {row['accuracy_vs_frontier_std']:.2f}, extra savings "
-              f"{row['extra_savings']:+.1f} %")
+        versus = interval_text(row["accuracy_vs_frontier"], row["accuracy_vs_frontier_lo"],
+                               row["accuracy_vs_frontier_hi"])
+        extra = interval_text(row["extra_savings"], row["extra_savings_lo"], row["extra_savings_hi"], 1)
+        print(f"  {row['task']} {row['budget_epochs']} epochs  {row['config']}: vs frontier {versus} "
+              f"({markdown.fmt(row['verdict_vs_frontier'])}), extra savings {extra} %")
     # The status table README.md shows, as budget.md's top holds it (tests/test_readme.py checks they agree).
     print("status:")
     print("\n".join(lines))
     return 0
+
+
+def read_source(cli: argparse.ArgumentParser, args) -> tuple:
+    """(runs, runs excluded before, history or None, scale, output folder, source in words) from --from-csv or
+    the store; the history of a store's runs is read once the used runs are known."""
+    if args.from_csv:
+        if not runs_csv_path(args.from_csv).is_file():
+            cli.error(f"--from-csv: no runs.csv in {args.from_csv}")
+        runs, excluded_before, history = read_csv_dir(args.from_csv)
+        scale = args.scale or csv_scale(runs) or DEFAULT_SCALE
+        out = output_folder(cli, args, Path("results") / scale, REPORT_FILES, runs_csv_path(args.from_csv).parent)
+        source = f"rebuilt from the CSV files in {relative_text(str(runs_csv_path(args.from_csv).parent))}"
+        return runs, excluded_before, history, scale, out, source
+    uri = args.tracking_uri or DEFAULT_URI
+    experiment_name = args.experiment_name or DEFAULT_EXPERIMENT
+    scale = args.scale or DEFAULT_SCALE
+    # Refused before the store is read; a folder's own store (results/cpu/mlflow.db) may rebuild its report.
+    own_store = uri.startswith("sqlite:///") and uri.endswith("/mlflow.db")
+    out = output_folder(cli, args, Path("results") / scale, REPORT_FILES,
+                        Path(uri[len("sqlite:///"):]).parent if own_store else None)
+    runs = read_store(uri, experiment_name)
+    excluded_before = pd.DataFrame(columns=list(report.EXCLUDED_COLUMNS))
+    return runs, excluded_before, None, scale, out, f"experiment `{experiment_name}` in `{relative_text(uri)}`"
+
+
+def warn_left_out(excluded: pd.DataFrame, scale: str, machine: str | None) -> None:
+    """Says on stderr which runs the report leaves out: unfinished, of other scales, of other machine kinds."""
+    unfinished = excluded[excluded["kind"] == report.Exclusion.UNFINISHED]
+    if len(unfinished):
+        warn(f"warning: {len(unfinished)} runs of scale {scale} are not FINISHED and are left out:")
+        for _, run in unfinished.iterrows():
+            print(f"  {run['run_id']}  {markdown.fmt(run['run_name'])}  {run['status']}", file=sys.stderr)
+    other_scales = (excluded["kind"] == report.Exclusion.OTHER_SCALE).sum()
+    if other_scales:
+        warn(f"ignored {other_scales} runs of other scales (--scale {scale})")
+    other_machines = excluded[excluded["kind"] == report.Exclusion.OTHER_MACHINE]
+    if len(other_machines):
+        warn(f"{len(other_machines)} FINISHED runs on machine kinds other than --machine {machine!r} are "
+             "left out: "
+             + "; ".join(f"{count} on {kind}" for kind, count in
+                         other_machines["reason"].str.removeprefix("machine ").value_counts(sort=False).items()))
+
+
+def print_headlines(table: pd.DataFrame) -> None:
+    """The headlines per task, then per selection rule, as report.md has them."""
+    for _, line in report.headline_at_equal_time(table).iterrows():
+        print(f"  {markdown.fmt(line['task'])} at equal time: {line['statement']}")
+    for _, line in report.headline(table).iterrows():
+        print(f"  {markdown.fmt(line['task'])} within {report.HEADLINE_TOLERANCE:g} points: {line['statement']}")
+    print("  per selection rule:")
+    for _, line in report.headline_at_equal_time(table, per_sifter=True).iterrows():
+        print(f"    {markdown.fmt(line['task'])} {markdown.fmt(line['sifter'])} at equal time: {line['statement']}")
+    for _, line in report.headline(table, per_sifter=True).iterrows():
+        print(f"    {markdown.fmt(line['task'])} {markdown.fmt(line['sifter'])} within "
+              f"{report.HEADLINE_TOLERANCE:g} points: {line['statement']}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,24 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_csv and (args.tracking_uri or args.experiment_name):
         cli.error("--from-csv reads CSV files; it takes no --tracking-uri or --experiment-name")
     try:
-        if args.from_csv:
-            if not runs_csv_path(args.from_csv).is_file():
-                cli.error(f"--from-csv: no runs.csv in {args.from_csv}")
-            runs, excluded_before, history = read_csv_dir(args.from_csv)
-            scale = args.scale or csv_scale(runs) or DEFAULT_SCALE
-            out = output_folder(cli, args, Path("results") / scale, REPORT_FILES, runs_csv_path(args.from_csv).parent)
-            source = f"rebuilt from the CSV files in {relative_text(str(runs_csv_path(args.from_csv).parent))}"
-        else:
-            uri = args.tracking_uri or DEFAULT_URI
-            experiment_name = args.experiment_name or DEFAULT_EXPERIMENT
-            scale = args.scale or DEFAULT_SCALE
-            # Refused before the store is read; a folder's own store (results/cpu/mlflow.db) may rebuild its report.
-            own_store = uri.startswith("sqlite:///") and uri.endswith("/mlflow.db")
-            out = output_folder(cli, args, Path("results") / scale, REPORT_FILES,
-                                Path(uri[len("sqlite:///"):]).parent if own_store else None)
-            runs = read_store(uri, experiment_name)
-            excluded_before = pd.DataFrame(columns=list(report.EXCLUDED_COLUMNS))
-            source = f"experiment `{experiment_name}` in `{relative_text(uri)}`"
+        runs, excluded_before, history, scale, out, source = read_source(cli, args)
         if runs.empty:
             raise NothingToReport(f"{runs_csv_path(args.from_csv)} has no runs" if args.from_csv
                                   else "the store has no runs")
@@ -190,26 +231,13 @@ def main(argv: list[str] | None = None) -> int:
             cli.error(str(error))
         if len(excluded_before):
             excluded = pd.concat([frame for frame in (excluded_before, excluded) if len(frame)], ignore_index=True)
-        unfinished = excluded[excluded["kind"] == report.Exclusion.UNFINISHED]
-        if len(unfinished):
-            warn(f"warning: {len(unfinished)} runs of scale {scale} are not FINISHED and are left out:")
-            for _, run in unfinished.iterrows():
-                print(f"  {run['run_id']}  {markdown.fmt(run['run_name'])}  {run['status']}", file=sys.stderr)
-        other_scales = (excluded["kind"] == report.Exclusion.OTHER_SCALE).sum()
-        if other_scales:
-            warn(f"ignored {other_scales} runs of other scales (--scale {scale})")
-        other_machines = excluded[excluded["kind"] == report.Exclusion.OTHER_MACHINE]
-        if len(other_machines):
-            warn(f"{len(other_machines)} FINISHED runs on machine kinds other than --machine {args.machine!r} are "
-                 "left out: "
-                 + "; ".join(f"{count} on {kind}" for kind, count in
-                             other_machines["reason"].str.removeprefix("machine ").value_counts(sort=False).items()))
+        warn_left_out(excluded, scale, args.machine)
         if used.empty:
             present = sorted(set(excluded.loc[excluded["status"] == "FINISHED", "scale"].dropna()) - {scale})
             hint = f" (FINISHED runs exist at: {', '.join(present)}; pick one with --scale)" if present else ""
             raise NothingToReport(f"no FINISHED run of scale {scale!r}{hint}")
-        if not args.from_csv:
-            history = read_history(uri, list(used["run_id"]))
+        if history is None:
+            history = read_history(args.tracking_uri or DEFAULT_URI, list(used["run_id"]))
         # runs.csv, excluded.csv and the commands in report.md carry no absolute path (data_dir, source.name, ...).
         used, excluded = relative_frame(used), relative_frame(excluded)
         replacing = replaced_note(out, REPORT_FILES)
@@ -219,16 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"sift_bench.report: {len(used)} runs -> {len(table)} rows; wrote {out}/report.md, table.csv, runs.csv, "
           f"history.csv, excluded.csv and plots{replacing}")
-    for _, line in report.headline_at_equal_time(table).iterrows():
-        print(f"  {markdown.fmt(line['task'])} at equal time: {line['statement']}")
-    for _, line in report.headline(table).iterrows():
-        print(f"  {markdown.fmt(line['task'])} within {report.HEADLINE_TOLERANCE:g} points: {line['statement']}")
-    print("  per selection rule:")
-    for _, line in report.headline_at_equal_time(table, per_sifter=True).iterrows():
-        print(f"    {markdown.fmt(line['task'])} {markdown.fmt(line['sifter'])} at equal time: {line['statement']}")
-    for _, line in report.headline(table, per_sifter=True).iterrows():
-        print(f"    {markdown.fmt(line['task'])} {markdown.fmt(line['sifter'])} within "
-              f"{report.HEADLINE_TOLERANCE:g} points: {line['statement']}")
+    print_headlines(table)
     return 0
 
 

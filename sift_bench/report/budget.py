@@ -13,12 +13,15 @@ import numpy as np
 import pandas as pd
 
 from sift_bench import report
+from sift_bench.report.bootstrap import MIN_SEEDS
 from sift_bench.report.plots import _pyplot
+from sift_bench.report.verdicts import interval_text
 
 COLUMNS = ("task", "budget_epochs", "sifter", "settings", "config", "n_seeds", "pct_accepted", "pct_time_savings",
            "pct_time_savings_std", "test_accuracy", "test_accuracy_std", "accuracy_baseline", "frontier_accuracy",
-           "accuracy_vs_frontier", "accuracy_vs_frontier_std", "verdict_vs_frontier", "extra_savings",
-           "val_accuracy_vs_frontier", "source")
+           "accuracy_vs_frontier", "accuracy_vs_frontier_std", "accuracy_vs_frontier_lo", "accuracy_vs_frontier_hi",
+           "verdict_vs_frontier", "extra_savings", "extra_savings_lo", "extra_savings_hi", "bootstrap_seeds",
+           "val_accuracy_vs_frontier", "val_accuracy_vs_frontier_lo", "val_accuracy_vs_frontier_hi", "source")
 
 
 def settings_key(table: pd.DataFrame) -> pd.Series:
@@ -75,14 +78,14 @@ def budget_table(folders: list[Path]) -> pd.DataFrame:
     budgets_per_setting = combined.groupby(["task", "settings"])["budget_epochs"].transform("nunique")
     combined = combined[budgets_per_setting > 1]
     order = sorted(combined.index, key=lambda i: (str(combined.at[i, "task"]),
-                                                  report._sifter_rank(combined.at[i, "sifter"]),
+                                                  report.sifter_rank(combined.at[i, "sifter"]),
                                                   combined.at[i, "settings"], combined.at[i, "budget_epochs"]))
     return combined.loc[order].reset_index(drop=True)
 
 
 def plot(budget: pd.DataFrame, path: Path) -> None:
-    """Per task: budget on x, extra savings on y (± the spread of % time saved over runs), one line per policy
-    configuration, zero marked."""
+    """Per task: budget on x, extra savings on y (bars: its 95 % interval, the bootstrap over seeds), one line per
+    policy configuration, zero marked."""
     plt = _pyplot()
     sifted = budget[report.is_sifted(budget)]
     tasks = list(dict.fromkeys(sifted["task"]))
@@ -91,9 +94,12 @@ def plot(budget: pd.DataFrame, path: Path) -> None:
         rows = sifted[sifted["task"] == task]
         for settings, line in rows.groupby("settings", sort=False):
             line = line.sort_values("budget_epochs")
-            axis.errorbar(line["budget_epochs"], line["extra_savings"].astype(float),
-                          yerr=line["pct_time_savings_std"].astype(float), marker="o", capsize=3,
-                          label=str(line["config"].iloc[-1]))
+            extra = line["extra_savings"].astype(float)
+            # A percentile interval need not hold the point estimate; matplotlib refuses a negative bar.
+            below = (extra - line["extra_savings_lo"].astype(float)).clip(lower=0)
+            above = (line["extra_savings_hi"].astype(float) - extra).clip(lower=0)
+            axis.errorbar(line["budget_epochs"], extra, yerr=[below.to_numpy(), above.to_numpy()], marker="o",
+                          capsize=3, label=str(line["config"].iloc[-1]))
         axis.axhline(0.0, color="black", linewidth=1)
         axis.set_xlabel("training budget (epochs)")
         axis.set_ylabel("extra savings over uniform subsampling (% time)")
@@ -108,16 +114,16 @@ def plot(budget: pd.DataFrame, path: Path) -> None:
 def markdown_lines(budget: pd.DataFrame, command: str, status: list[str] = ()) -> list[str]:
     """budget.md: the status table (`status.status_lines`, when given), then per task each configuration's distance
     to the frontier and extra savings at each budget."""
-    from sift_bench.report.markdown import fmt
-
     lines = ["# The savings table as the training budget grows", "", f"Made by `{command}`.", ""]
     if status:
         lines += ["## Status", "", "Per task and budget, from each folder's table.csv: test accuracy in %, mean ± std "
-                  "over seeds; points against the frontier ± their std over seeds, paired, with the verdict.", "",
+                  "over seeds; points against the frontier with their 95 % interval [lo, hi] (a bootstrap over "
+                  "seeds that resamples accuracy and % time saved together), and the verdict.", "",
                   *status, ""]
-    lines += ["`vs frontier`: test accuracy minus the uniform-subsampling frontier at the same % time saved "
-              "(± std over seeds, paired); `extra savings`: % time saved beyond what uniform subsampling saves at "
-              "equal accuracy; both empty outside the frontier's range.", ""]
+    lines += ["`vs frontier`: test accuracy minus the uniform-subsampling frontier at the same % time saved, "
+              "[its 95 % interval]; `extra savings`: % time saved beyond what uniform subsampling saves at equal "
+              "accuracy, [its 95 % interval]; both empty outside the frontier's range, and no interval under "
+              f"{MIN_SEEDS} seeds in common with the frontier.", ""]
     for task, rows in budget.groupby("task", sort=False):
         epochs = sorted(rows["budget_epochs"].unique())
         lines += [f"## {task}", "",
@@ -131,9 +137,9 @@ def markdown_lines(budget: pd.DataFrame, command: str, status: list[str] = ()) -
                     cells += ["", ""]
                     continue
                 row = at.iloc[0]
-                cells += [f"{row['accuracy_vs_frontier']:+.2f} ± {fmt(row['accuracy_vs_frontier_std'])}"
-                          if pd.notna(row["accuracy_vs_frontier"]) else "–",
-                          f"{row['extra_savings']:+.1f}" if pd.notna(row["extra_savings"]) else "–"]
+                cells += [interval_text(row["accuracy_vs_frontier"], row["accuracy_vs_frontier_lo"],
+                                        row["accuracy_vs_frontier_hi"]),
+                          interval_text(row["extra_savings"], row["extra_savings_lo"], row["extra_savings_hi"], 1)]
             lines.append(f"| {line['config'].iloc[-1]} | " + " | ".join(cells) + " |")
         lines.append("")
     return lines

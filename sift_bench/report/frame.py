@@ -9,6 +9,9 @@ import pandas as pd
 
 from sift_bench.report.vocabulary import NATIVE_LOOP, SIFTER_PARAMS
 
+INFOBATCH = "infobatch"
+INFOBATCH_SCHEDULE = "anneal_by"
+
 
 def _text(value):
     if value is None or value == "" or (not isinstance(value, str) and pd.isna(value)):
@@ -80,6 +83,8 @@ def sifter_params(runs: pd.DataFrame) -> list[str]:
     logged = [name[len("params.sifter."):] for name in runs.columns
               if name.startswith("params.sifter.") and name not in ("params.sifter.name", "params.sifter._target_")
               and runs[name].notna().any()]
+    if _tag_or_param(runs, "sifter", "sifter.name").eq(INFOBATCH).any() and INFOBATCH_SCHEDULE not in logged:
+        logged.append(INFOBATCH_SCHEDULE)  # the runs before it existed say their schedule through it (run_rows)
     return [*SIFTER_PARAMS, *sorted(name for name in logged if name not in SIFTER_PARAMS)]
 
 
@@ -109,6 +114,11 @@ def run_rows(used: pd.DataFrame) -> pd.DataFrame:
         if name == "sync":
             # Only DDP reads it: in one process a run logged before it existed trained alike, and is the same row.
             rows[name] = rows[name].where(~one_process)
+        if name == INFOBATCH_SCHEDULE:
+            # InfoBatch runs logged before the setting annealed by samples: a row of their own, named so, apart
+            # from the official whole-epoch schedule's.
+            unnamed = (rows["sifter"] == INFOBATCH).to_numpy() & rows[name].isna().to_numpy()
+            rows[name] = rows[name].where(~unnamed, "samples")
     for name in ("test_accuracy", "val_accuracy", "train_time_s", "sift_time_s", "cost_usd", "pct_accepted",
                  "time_to_target_s", "work_trained", "other_cpu_fraction", "eval_time_s"):
         rows[name] = column(used, f"metrics.{name}").to_numpy()

@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from sift_bench.report.bootstrap import MIN_SEEDS
+
 Curve = tuple[np.ndarray, np.ndarray]
 
 
@@ -55,7 +57,9 @@ def spread_over_seeds(x: float, row_by_seed: Mapping, point_xs: Sequence[float],
     """The sample std (ddof=1) over seeds of (row's accuracy - curve at x), with the curve drawn seed by seed
     through each point's accuracy of that seed at the points' fixed (mean) x. Over the seeds the row and every
     point have; NaN with fewer than 2. Interpolation at fixed x is linear in the y values, so with every seed
-    present the mean of these differences is the row's mean accuracy minus the mean curve at x."""
+    present the mean of these differences is the row's mean accuracy minus the mean curve at x. It holds % time
+    saved fixed, so it describes the accuracy's spread only: the verdict reads the interval of
+    `bootstrap.frontier_intervals`, which resamples both axes."""
     seeds = set(row_by_seed).intersection(*(set(point) for point in points_by_seed))
     differences = []
     for seed in sorted(seeds, key=str):
@@ -66,16 +70,27 @@ def spread_over_seeds(x: float, row_by_seed: Mapping, point_xs: Sequence[float],
     return float(np.std(differences, ddof=1)) if len(differences) >= 2 else math.nan
 
 
-def verdict_vs_frontier(frontier_accuracy: float, difference: float, spread: float) -> str:
-    """`above` or `below` the frontier by more than the spread over seeds; `within spread` otherwise; no verdict
-    while the spread is unknown (one seed: a gap of any size could be seed noise); `outside range` where the
-    frontier was not measured."""
+WITHIN = "within interval"
+
+
+def verdict_vs_frontier(frontier_accuracy: float, difference: float, interval: tuple[float, float],
+                        n_seeds: int) -> str:
+    """`above` the frontier exactly when the 95 % interval of (accuracy - frontier) from the bootstrap over seeds
+    (`bootstrap.frontier_intervals`, over n_seeds seeds) lies above 0, `below` exactly when it lies below 0,
+    `within interval` when it holds 0. No verdict over fewer than MIN_SEEDS seeds (a gap of any size could be seed
+    noise), nor when too many resamples fall outside the frontier's range (a configuration at its edge);
+    `outside range` where the frontier was not measured at the row's mean % time saved."""
     if not np.isfinite(frontier_accuracy):
         return "outside range"
     if not np.isfinite(difference):
         return "cannot tell: accuracy missing"
-    if not np.isfinite(spread):
-        return "cannot tell: needs at least 2 seeds"
-    if abs(difference) <= spread:
-        return "within spread"
-    return "above" if difference > 0 else "below"
+    if n_seeds < MIN_SEEDS:
+        return f"cannot tell: needs at least {MIN_SEEDS} seeds"
+    lo, hi = interval
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return "cannot tell: at the edge of the frontier's range"
+    if lo > 0:
+        return "above"
+    if hi < 0:
+        return "below"
+    return WITHIN

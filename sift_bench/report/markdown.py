@@ -1,13 +1,19 @@
 """report.md: the text around the savings table, from the table and the runs frame. Pure pandas, no I/O."""
 
+import json
+from urllib.parse import quote
+
 import numpy as np
 import pandas as pd
 
 from sift_bench.machine import CONTENDED_FRACTION, PACE_MISMATCH, PACE_PROBE_MIN_S
 
+from sift_bench.report.bootstrap import MAX_UNDEFINED, MIN_SEEDS, RESAMPLES
 from sift_bench.report.diagnostics import commands, machines
 from sift_bench.report.frame import column, machine_kinds
-from sift_bench.report.verdicts import CONTROL_RULE, frontier_points, headline, headline_at_equal_time, pair_controls
+from sift_bench.report.frontier import WITHIN
+from sift_bench.report.verdicts import (CONTROL_RULE, frontier_points, headline, headline_at_equal_time, interval_text,
+                                        pair_controls)
 from sift_bench.report.vocabulary import BASELINE, HEADLINE_TOLERANCE, SIFTER_PARAMS, Exclusion, is_sifted
 
 TIMING_RULE = (
@@ -37,15 +43,35 @@ FRONTIER_RULE = (
     "(at its mean % time saved and mean accuracy), sorted by % time saved; controls at the same % time saved "
     "count as one point, their mean. For every other configuration, `frontier_accuracy` is the curve at the "
     "configuration's own % time saved (none outside the curve's range: `outside range`); `accuracy_vs_frontier` "
-    "is its accuracy minus that, ± the std over seeds of the same difference taken seed by seed (each seed's "
-    "frontier through that seed's accuracies at the same positions, over the seeds the configuration, the "
-    "baseline and every random control have); it is `above` or `below` the frontier when the difference exceeds "
-    "that std, else `within spread` (no verdict with one seed). `frontier_savings` is the % time saved at which the curve reaches the "
-    "configuration's accuracy (the largest, where it reaches it more than once; none when the accuracy is above "
-    "every point of the curve or below all of them), and `extra_savings` = % time saved − `frontier_savings`: what "
-    "selection buys over uniform subsampling at equal accuracy. The same on validation accuracy (`val_*` columns) "
-    "chooses; test accuracy reports. Every figure can be recomputed from the `pct_time_savings`, `test_accuracy` "
-    "and `val_accuracy` of the baseline and random-control rows of `table.csv` (the std from `runs.csv`).")
+    "is its accuracy minus that, printed with its 95 % interval `[lo, hi]` (`accuracy_vs_frontier_lo`, `_hi`). "
+    "% time saved is measured, not set, so the interval resamples both axes: a bootstrap over seeds "
+    f"({RESAMPLES} resamples, a fixed generator seed) over the `bootstrap_seeds` seeds the configuration, the "
+    "baseline and every random control all have, each resample drawing that many seeds with replacement and taking "
+    "a drawn seed's runs of the configuration, of every random control and of the baseline together; per resample "
+    "the frontier is drawn through the resampled means and read at the configuration's resampled % time saved, and "
+    "the interval is the 2.5th to 97.5th percentile of the differences (none when more than "
+    f"{100 * MAX_UNDEFINED:g} % of them fall outside the frontier's range). The configuration is `above` the frontier "
+    f"exactly when the interval lies above 0, `below` exactly when it lies below 0, else `{WITHIN}`; no verdict "
+    f"over fewer than {MIN_SEEDS} seeds. `accuracy_vs_frontier_std` is the std over seeds of the difference taken "
+    "seed by seed at the mean % time saved: the accuracy's spread alone, which no verdict reads. "
+    "`frontier_savings` is the % time saved at which the curve reaches the configuration's accuracy (the largest, "
+    "where it reaches it more than once; none when the accuracy is above every point of the curve or below all of "
+    "them), and `extra_savings` = % time saved − `frontier_savings`: what selection buys over uniform subsampling "
+    "at equal accuracy, with its interval from the same resamples (`extra_savings_lo`, `_hi`). The same on "
+    "validation accuracy (`val_*` columns) chooses; test accuracy reports. Every point estimate can be recomputed "
+    "from the `pct_time_savings`, `test_accuracy` and `val_accuracy` of the baseline and random-control rows of "
+    "`table.csv`, and every interval from the runs in `runs.csv`.")
+
+# What each built-in sifter name means, so that a row is read as the method it is.
+SIFTER_LEGEND = (
+    "Sifters: `none`, the baseline (every sample trained on); `random`, the control (keeps `keep_fraction` "
+    "whatever the loss); `relative_probabilistic`, SageMaker's smart sifting (scores every candidate, keeps it with "
+    "probability p ** beta_value, p its mid-rank in the loss history); `stale_sb`, Selective Backprop's Stale-SB "
+    "as written (the same rule on losses scored every `rescore_every_epochs` epochs, its scoring passes paid for); "
+    "`stale_loss`, sift_bench's own loss-memory variant, not Stale-SB (the same rule on each sample's last "
+    "training loss, no scoring pass, a sample whose loss is older than `max_loss_age_epochs` kept); `infobatch`, "
+    "InfoBatch (prunes below-mean training losses at random and upweights the rest; `anneal_by=epochs` is the "
+    "official schedule, whole epochs; runs without `anneal_by` ran the earlier by-samples schedule).")
 
 # Dollars per run are small: two decimals would print most of them as 0.00 or 0.01.
 DIGITS = {"cost_usd": 4}
@@ -109,20 +135,52 @@ def frontier_tables(table: pd.DataFrame) -> list[str]:
         sifted = rows[is_sifted(rows)]
         if sifted.empty:
             continue
-        header = ["configuration", "% time saved", "test accuracy", "frontier", "vs frontier", "verdict",
-                  "frontier savings", "extra savings", "val vs frontier", "val verdict", "val extra savings"]
+        header = ["configuration", "% time saved", "test accuracy", "frontier", "frontier savings",
+                  "vs frontier [95 %]", "verdict", "extra savings [95 %]", "val vs frontier [95 %]", "val verdict",
+                  "val extra savings [95 %]", "seeds resampled"]
         lines += [markdown_table(header, [
-            [r["config"], r["pct_time_savings"], r["test_accuracy"], r["frontier_accuracy"],
-             with_spread(r["accuracy_vs_frontier"], r["accuracy_vs_frontier_std"], r["n_seeds"]),
-             r["verdict_vs_frontier"], r["frontier_savings"], r["extra_savings"],
-             with_spread(r["val_accuracy_vs_frontier"], r["val_accuracy_vs_frontier_std"], r["n_seeds"]),
-             r["val_verdict_vs_frontier"], r["val_extra_savings"]] for _, r in sifted.iterrows()]), ""]
+            [r["config"], r["pct_time_savings"], r["test_accuracy"], r["frontier_accuracy"], r["frontier_savings"],
+             *_against_frontier(r, ""), *_against_frontier(r, "val_"), r["bootstrap_seeds"]]
+            for _, r in sifted.iterrows()]), ""]
     return lines
+
+
+def _against_frontier(row: pd.Series, prefix: str) -> list[str]:
+    """One accuracy's (prefix '' test, 'val_' validation) difference from the frontier with its 95 % interval, the
+    verdict, and the extra savings with theirs."""
+    return [interval_text(row[f"{prefix}accuracy_vs_frontier"], row[f"{prefix}accuracy_vs_frontier_lo"],
+                          row[f"{prefix}accuracy_vs_frontier_hi"]),
+            row[f"{prefix}verdict_vs_frontier"],
+            interval_text(row[f"{prefix}extra_savings"], row[f"{prefix}extra_savings_lo"],
+                          row[f"{prefix}extra_savings_hi"], 1)]
 
 
 def full_table(table: pd.DataFrame) -> str:
     shown = [name for name in table.columns if name not in ("run_ids", "config")]
     return markdown_table(shown, table[shown].values.tolist())
+
+
+# A local `mlflow ui` (its default address): report.md links each row's runs to its compare view there.
+MLFLOW_UI = "http://127.0.0.1:5000"
+
+
+def compare_link(run_ids: list[str], experiment_ids: list[str]) -> str:
+    """The MLflow UI's compare view of these runs (its route `#/compare-runs?runs=[...]&experiments=[...]`, each a
+    JSON list), percent-encoded so the link holds in markdown."""
+    runs = quote(json.dumps(run_ids, separators=(",", ":")))
+    experiments = quote(json.dumps(sorted(set(experiment_ids)), separators=(",", ":")))
+    return f"{MLFLOW_UI}/#/compare-runs?runs={runs}&experiments={experiments}"
+
+
+def ui_links(table: pd.DataFrame, used: pd.DataFrame) -> list[str]:
+    """One line per row of the table: its configuration, linked to the compare view of its runs."""
+    experiment_of = dict(zip(column(used, "run_id"), column(used, "experiment_id").astype(str)))
+    lines = []
+    for _, row in table.iterrows():
+        run_ids = str(row["run_ids"]).split()
+        experiments = [experiment_of[run_id] for run_id in run_ids if run_id in experiment_of]
+        lines.append(f"- {row['task']}, {row['config']}: [{len(run_ids)} runs]({compare_link(run_ids, experiments)})")
+    return lines
 
 
 def control_table(pairs: pd.DataFrame) -> str:
@@ -148,21 +206,9 @@ def headline_lines(table: pd.DataFrame) -> list[str]:
     return lines
 
 
-def render_report(*, table: pd.DataFrame, used: pd.DataFrame, excluded: pd.DataFrame, scale: str, source: str,
-                  report_command: str, plots: dict[str, str], notes: list[str]) -> str:
-    """report.md: SageMaker's layout first, then headlines, the frontier, the control comparison, the full table,
-    plots, provenance. `source` and `report_command` come with their paths already relative."""
-    pairs = pair_controls(table)
-    other_scales = excluded[excluded["kind"] == Exclusion.OTHER_SCALE]
-    unfinished = excluded[excluded["kind"] == Exclusion.UNFINISHED]
-    reruns = excluded[excluded["kind"] == Exclusion.RERUN]
-    other_machines = excluded[excluded["kind"] == Exclusion.OTHER_MACHINE]
-    other_tasks = excluded[excluded["kind"] == Exclusion.OTHER_TASK]
-    parents = excluded[excluded["kind"] == Exclusion.SWEEP_PARENT]
-    lines = [
-        f"# Smart sifting savings, scale `{scale}`", "",
-        f"Built by `{report_command}` from {len(used)} FINISHED runs ({source}). "
-        "Every number below comes from the commands under *How this was made*.", "",
+def savings_section(table: pd.DataFrame) -> list[str]:
+    """SageMaker's layout and what its columns mean."""
+    return [
         "## Savings (SageMaker layout)", "", sagemaker_table(table), "",
         "% accepted: samples trained on / samples seen. % savings: training wall time (scoring passes included, "
         "evaluation excluded) saved against the baseline (sifter=none) of the same task and scale on the same "
@@ -170,7 +216,12 @@ def render_report(*, table: pd.DataFrame, used: pd.DataFrame, excluded: pd.DataF
         "in %, mean ± sample std over seeds (validation accuracy only chooses); a configuration that lacks some of "
         "the baseline's seeds is set against the baseline on the seeds it has. "
         "A configuration's name shows only the params that differ between that sifter's configurations; "
-        "the full table has them all.", "",
+        "the full table has them all. " + SIFTER_LEGEND, ""]
+
+
+def headline_section(table: pd.DataFrame) -> list[str]:
+    """The two headlines per task, then the same per selection rule."""
+    return [
         "## Headline", "",
         "Per task, two headlines, each CHOSEN on validation accuracy and REPORTED with test accuracy: (1) among "
         "configurations above the uniform-subsampling frontier on validation (see *Against the uniform-subsampling "
@@ -182,7 +233,12 @@ def render_report(*, table: pd.DataFrame, used: pd.DataFrame, excluded: pd.DataF
         *[f"- {fmt(h['task'])}, `{fmt(h['sifter'])}`, at equal time: {h['statement']}"
           for _, h in headline_at_equal_time(table, per_sifter=True).iterrows()],
         *[f"- {fmt(h['task'])}, `{fmt(h['sifter'])}`, within {HEADLINE_TOLERANCE:g} points: {h['statement']}"
-          for _, h in headline(table, per_sifter=True).iterrows()], "",
+          for _, h in headline(table, per_sifter=True).iterrows()], ""]
+
+
+def comparison_sections(table: pd.DataFrame, used: pd.DataFrame) -> list[str]:
+    """The frontier, the random control at equal data, the full table and each row's runs in the MLflow UI."""
+    return [
         "## Against the uniform-subsampling frontier", "",
         FRONTIER_RULE, "",
         *frontier_tables(table),
@@ -191,22 +247,30 @@ def render_report(*, table: pd.DataFrame, used: pd.DataFrame, excluded: pd.DataF
         "accepted, so both train on as many samples. Rule: " + CONTROL_RULE + " This compares at equal data, not "
         "at equal time: a rule whose scoring pass costs time can beat the control here and still be below the "
         "frontier.", "",
-        control_table(pairs), "",
+        control_table(pair_controls(table)), "",
         "## Full table", "",
         f"Also in `table.csv` (with the run ids of each row). {', '.join(SIFTER_PARAMS)} and the other sifter "
         "params identify a configuration; std is over seeds; `–` is missing; `accuracy_*` and `*_frontier*` "
         "columns without `val_` are test accuracy.", "",
         full_table(table), "",
-    ]
-    if plots:
-        lines += ["## Plots", ""]
-        for file_name, caption in plots.items():
-            lines += [f"![{file_name}]({file_name})", "", caption, ""]
-    if notes:
-        lines += ["## Notes", "", *[f"- {note}" for note in notes], ""]
+        "## Runs in the MLflow UI", "",
+        f"Each row's runs side by side in a local `mlflow ui --backend-store-uri <this store>` (at {MLFLOW_UI}, its "
+        "default; docs/configuration.md, *Looking at runs*):", "",
+        *ui_links(table, used), ""]
+
+
+def runs_section(used: pd.DataFrame, excluded: pd.DataFrame, scale: str) -> list[str]:
+    """What the report used and left out, the machine kinds and the commits; the unfinished runs listed."""
+    def left_out(kind: Exclusion) -> pd.DataFrame:
+        return excluded[excluded["kind"] == kind]
+
+    other_scales, unfinished, reruns = (left_out(Exclusion.OTHER_SCALE), left_out(Exclusion.UNFINISHED),
+                                        left_out(Exclusion.RERUN))
+    other_machines, other_tasks, parents = (left_out(Exclusion.OTHER_MACHINE), left_out(Exclusion.OTHER_TASK),
+                                            left_out(Exclusion.SWEEP_PARENT))
     scale_counts = ", ".join(f"{name}: {count}" for name, count in
                              other_scales["reason"].str.removeprefix("scale ").value_counts(sort=False).items())
-    lines += [
+    lines = [
         "## Runs and machine", "",
         f"- Scale: `{scale}`.",
         f"- Runs used: {len(used)} FINISHED"
@@ -242,5 +306,25 @@ def render_report(*, table: pd.DataFrame, used: pd.DataFrame, excluded: pd.DataF
         shown = ["run_id", "run_name", "status", "task", "sifter", "seed"]
         lines += [markdown_table(["run id", "name", "status", "task", "sifter", "seed"],
                                  unfinished[shown].values.tolist()), ""]
+    return lines
+
+
+def render_report(*, table: pd.DataFrame, used: pd.DataFrame, excluded: pd.DataFrame, scale: str, source: str,
+                  report_command: str, plots: dict[str, str], notes: list[str]) -> str:
+    """report.md: SageMaker's layout first, then headlines, the frontier, the control comparison, the full table,
+    plots, provenance. `source` and `report_command` come with their paths already relative."""
+    lines = [
+        f"# Smart sifting savings, scale `{scale}`", "",
+        f"Built by `{report_command}` from {len(used)} FINISHED runs ({source}). "
+        "Every number below comes from the commands under *How this was made*.", "",
+        *savings_section(table), *headline_section(table), *comparison_sections(table, used),
+    ]
+    if plots:
+        lines += ["## Plots", ""]
+        for file_name, caption in plots.items():
+            lines += [f"![{file_name}]({file_name})", "", caption, ""]
+    if notes:
+        lines += ["## Notes", "", *[f"- {note}" for note in notes], ""]
+    lines += runs_section(used, excluded, scale)
     lines += ["## How this was made", "", "```", *commands(used), report_command, "```", ""]
     return "\n".join(lines)

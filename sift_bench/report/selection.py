@@ -64,28 +64,8 @@ def split_runs(runs: pd.DataFrame, scale: str, machine: str | None = None,
         other_machine = eligible & (kinds != tasks.map(chosen))
         leave_out(other_machine, Exclusion.OTHER_MACHINE, "machine " + kinds[other_machine])
 
-    candidates = runs[reason.isna()]
-    if "start_time" in candidates:
-        candidates = candidates.sort_values("start_time", kind="stable")
-    # One run per config and seed per machine kind (the config hash leaves the machine out); baselines all stay.
-    hashes = column(candidates, "tags.config_hash")
-    identity = hashes + " on " + kinds[candidates.index]
-    known = identity.notna() & (_tag_or_param(candidates, "sifter", "sifter.name") != BASELINE)
-    latest = candidates[known].groupby(identity[known], sort=False)["run_id"].last()
-    for index, key in identity[known].items():
-        if latest[key] != candidates.at[index, "run_id"]:
-            reason[index], exclusion[index] = f"rerun: same config_hash as {latest[key]}", Exclusion.RERUN.value
-    # A baseline timed under contention that a clean run of the same config and seed replaced (the table sweeps'
-    # tracking.rerun_contended trains it again) is in no figure: its time measured the other processes too.
-    contended = column(candidates, "metrics.other_cpu_fraction") > CONTENDED_FRACTION
-    clean_baselines = identity.notna() & ~known & ~contended
-    clean_twin = candidates[clean_baselines].groupby(identity[clean_baselines], sort=False)["run_id"].last()
-    for index in candidates.index[identity.notna() & ~known & contended]:
-        if identity[index] in clean_twin:
-            fraction = candidates.at[index, "metrics.other_cpu_fraction"]
-            exclusion[index] = Exclusion.RERUN.value
-            reason[index] = (f"rerun: timed under contention (other processes {fraction:.2f} of a core), replaced "
-                             f"by the clean run {clean_twin[identity[index]]}")
+    for index, words in rerun_reasons(runs[reason.isna()], kinds).items():
+        reason[index], exclusion[index] = words, Exclusion.RERUN.value
 
     used = runs[reason.isna()].reset_index(drop=True)
     left_out = runs[reason.notna()]
@@ -96,6 +76,33 @@ def split_runs(runs: pd.DataFrame, scale: str, machine: str | None = None,
         "seed": column(left_out, "tags.seed"), "reason": reason[reason.notna()], "kind": exclusion[reason.notna()],
     }, columns=list(EXCLUDED_COLUMNS)).reset_index(drop=True)
     return used, excluded
+
+
+def rerun_reasons(candidates: pd.DataFrame, kinds: pd.Series) -> dict:
+    """{index: why} for the runs another run of the same config and seed on the same machine kind replaces: an
+    earlier FINISHED run (the latest counts), and a baseline timed under contention that has a clean twin."""
+    reasons = {}
+    if "start_time" in candidates:
+        candidates = candidates.sort_values("start_time", kind="stable")
+    # One run per config and seed per machine kind (the config hash leaves the machine out); baselines all stay.
+    hashes = column(candidates, "tags.config_hash")
+    identity = hashes + " on " + kinds[candidates.index]
+    known = identity.notna() & (_tag_or_param(candidates, "sifter", "sifter.name") != BASELINE)
+    latest = candidates[known].groupby(identity[known], sort=False)["run_id"].last()
+    for index, key in identity[known].items():
+        if latest[key] != candidates.at[index, "run_id"]:
+            reasons[index] = f"rerun: same config_hash as {latest[key]}"
+    # A baseline timed under contention that a clean run of the same config and seed replaced (the table sweeps'
+    # tracking.rerun_contended trains it again) is in no figure: its time measured the other processes too.
+    contended = column(candidates, "metrics.other_cpu_fraction") > CONTENDED_FRACTION
+    clean_baselines = identity.notna() & ~known & ~contended
+    clean_twin = candidates[clean_baselines].groupby(identity[clean_baselines], sort=False)["run_id"].last()
+    for index in candidates.index[identity.notna() & ~known & contended]:
+        if identity[index] in clean_twin:
+            fraction = candidates.at[index, "metrics.other_cpu_fraction"]
+            reasons[index] = (f"rerun: timed under contention (other processes {fraction:.2f} of a core), replaced "
+                              f"by the clean run {clean_twin[identity[index]]}")
+    return reasons
 
 
 def exclusion_of_reason(reason) -> str | float:

@@ -12,7 +12,9 @@ from pathlib import Path
 import pandas as pd
 
 from sift_bench import report
+from sift_bench.report.bootstrap import MIN_SEEDS
 from sift_bench.report.budget import read_report
+from sift_bench.report.verdicts import interval_text
 
 # SageMaker's documented example (and README's second command): beta_value=3, loss_history_length=500, sift_delay=10.
 SAGEMAKER_EXAMPLE = {"sifter": "relative_probabilistic", "beta_value": 3, "loss_history_length": 500,
@@ -45,11 +47,13 @@ def _saved_at(row: pd.Series) -> str:
 
 
 def _against_frontier(row: pd.Series) -> str:
-    """`-3.33 ± 1.23 points (below)`; with one seed the difference and the verdict the table gives."""
+    """`-3.33 [-4.10, -2.52] points (below)`: the difference, its 95 % interval (`-3.33 (no interval)` under
+    MIN_SEEDS seeds) and the verdict the table gives."""
     if pd.isna(row["accuracy_vs_frontier"]):
         return "outside the frontier's range"
-    spread = f" ± {row['accuracy_vs_frontier_std']:.2f}" if pd.notna(row["accuracy_vs_frontier_std"]) else ""
-    return f"{row['accuracy_vs_frontier']:+.2f}{spread} points ({row['verdict_vs_frontier']})"
+    versus = interval_text(row["accuracy_vs_frontier"], row["accuracy_vs_frontier_lo"],
+                           row["accuracy_vs_frontier_hi"])
+    return f"{versus} points ({row['verdict_vs_frontier']})"
 
 
 def _seeds(rows: pd.DataFrame) -> str:
@@ -61,13 +65,13 @@ def _best(rows: pd.DataFrame) -> str:
     sifted = rows[report.is_sifted(rows)]
     if sifted.empty:
         return "no selection rule in this table"
-    if sifted["n_seeds"].max() < 2:
-        return "no verdict yet: every configuration has one seed"
+    if sifted["n_seeds"].max() < MIN_SEEDS:
+        return f"no verdict yet: no configuration has {MIN_SEEDS} seeds"
     in_range = sifted[sifted["val_frontier_accuracy"].notna()]
-    if len(in_range) and in_range["val_accuracy_vs_frontier_std"].isna().all():
-        # A verdict's spread is over the seeds a configuration shares with every frontier point (an unfinished
-        # sweep can have 2 seeds of a rule and 1 of a random control): "none above it" would read as a verdict.
-        return "no verdict yet: no configuration has 2 seeds in common with every point of the frontier"
+    if len(in_range) and (in_range["val_bootstrap_seeds"].fillna(0) < MIN_SEEDS).all():
+        # A verdict's interval is over the seeds a configuration shares with every frontier point (an unfinished
+        # sweep can have 3 seeds of a rule and 2 of a random control): "none above it" would read as a verdict.
+        return f"no verdict yet: no configuration has {MIN_SEEDS} seeds in common with every point of the frontier"
     chosen = report.headline_at_equal_time(rows).iloc[0]
     if pd.notna(chosen["config"]):
         return f"{chosen['config']}: {_saved_at(chosen)}, {_against_frontier(chosen)}"

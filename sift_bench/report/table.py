@@ -21,7 +21,7 @@ def _sort_value(value):
         return (1, 0.0, str(value))
 
 
-def _sifter_rank(sifter) -> tuple:
+def sifter_rank(sifter) -> tuple:
     # The baseline first, the control last, every other sifter by name in between.
     return ({BASELINE: 0, CONTROL: 2}.get(sifter, 1), _sort_value(sifter))
 
@@ -49,7 +49,8 @@ def build_table(used: pd.DataFrame) -> pd.DataFrame:
     Accuracies (test and validation) and % accepted: mean and sample std (ddof=1, NaN for one seed) over seeds,
     a seed timed twice (on two machine kinds, or first and last in its block) counting once, the mean of its
     runs: it is the same training. Savings: the mean and std over runs of each run's savings against its time
-    reference (`paired_savings`). Times themselves are means over runs, whatever their kind.
+    reference (`paired_savings`); the frontier's bootstrap resamples them seed by seed, each seed's the mean of its
+    runs'. Times themselves are means over runs, whatever their kind.
     accuracy_baseline and accuracy_delta (test) and their val_ twins are paired by seed (`paired_accuracy`),
     over the seeds in delta_seeds. A run lacking a metric is left out of that metric's mean only.
     """
@@ -72,6 +73,9 @@ def build_table(used: pd.DataFrame) -> pd.DataFrame:
             # Per-seed accuracies, for the paired deltas and the frontier's spread; not columns of table.csv.
             **{f"{name}_by_seed": per_seed[name].dropna() for name, _ in ACCURACIES},
             **savings_stats(group),
+            # Per seed, the mean savings of its timed runs, for the frontier's bootstrap (which resamples a seed's
+            # savings with its accuracy); seeds whose savings were all left out are not in it. Not a column.
+            "pct_time_savings_by_seed": group.groupby("seed", dropna=False)["run_time_savings"].mean().dropna(),
             # Over the seeds that reached the target; n_reached_target says how many did.
             "time_to_target_s": reached.mean() if len(reached) else math.nan, "n_reached_target": len(reached),
             "train_time_s": group["train_time_s"].mean(), "train_time_std": group["train_time_s"].std(),
@@ -80,6 +84,19 @@ def build_table(used: pd.DataFrame) -> pd.DataFrame:
         })
     if not records:
         return pd.DataFrame(columns=columns)
+    add_baseline_deltas(records)
+    table = pd.DataFrame(records)
+    order = sorted(table.index, key=lambda i: (_sort_value(table.at[i, "task"]), sifter_rank(table.at[i, "sifter"]),
+                                               *(_sort_value(table.at[i, name]) for name in params)))
+    table = table.loc[order].reset_index(drop=True)
+    table["config"] = config_labels(table, params)
+    table = pd.concat([table, frontier_columns(table)], axis=1)
+    return table[columns]
+
+
+def add_baseline_deltas(records: list[dict]) -> None:
+    """Each record's accuracy_baseline and accuracy_delta (and val_ twins, and delta_seeds), paired by seed with the
+    baseline of its task (`paired_accuracy`)."""
     for name, prefix in ACCURACIES:
         baselines = {}
         for record in records:
@@ -92,13 +109,6 @@ def build_table(used: pd.DataFrame) -> pd.DataFrame:
             record[f"{prefix}accuracy_baseline"], record[f"{prefix}accuracy_delta"] = baseline, delta
             if name == "test_accuracy":
                 record["delta_seeds"] = seeds
-    table = pd.DataFrame(records)
-    order = sorted(table.index, key=lambda i: (_sort_value(table.at[i, "task"]), _sifter_rank(table.at[i, "sifter"]),
-                                               *(_sort_value(table.at[i, name]) for name in params)))
-    table = table.loc[order].reset_index(drop=True)
-    table["config"] = config_labels(table, params)
-    table = pd.concat([table, frontier_columns(table)], axis=1)
-    return table[columns]
 
 
 def paired_accuracy(accuracy: pd.Series, baseline: pd.Series) -> tuple[float, float, object]:

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from sift_bench.report import frontier
+from sift_bench.report.bootstrap import SeedValues, frontier_intervals
 from sift_bench.report.vocabulary import (ACCURACIES, BASELINE, CONTROL, FRONTIER_COLUMNS, FRONTIER_STATS,
                                           HEADLINE_TOLERANCE, is_sifted)
 
@@ -24,16 +25,29 @@ def frontier_points(rows: pd.DataFrame) -> pd.DataFrame:
     return points.assign(frontier_x=np.where(points["sifter"] == BASELINE, 0.0, points["pct_time_savings"]))
 
 
+def seed_values(points: pd.DataFrame, name: str) -> list[SeedValues]:
+    """Each frontier point seed by seed, for the bootstrap: its accuracy `name` and its % time saved, the baseline's
+    0 in every seed (it is the reference), a random control's the mean of each seed's timed runs."""
+    return [SeedValues(accuracy.to_dict(), {seed: 0.0 for seed in accuracy.index} if sifter == BASELINE
+                       else savings.to_dict())
+            for sifter, accuracy, savings in zip(points["sifter"], points[f"{name}_by_seed"],
+                                                 points["pct_time_savings_by_seed"])]
+
+
 def frontier_columns(table: pd.DataFrame) -> pd.DataFrame:
     """FRONTIER_COLUMNS for every sifted configuration (neither baseline nor random control), NaN for the others.
 
     Per task and accuracy (test, and validation as `val_*`), the frontier is the piecewise-linear curve through
     `frontier_points`. frontier_accuracy: the curve at the row's pct_time_savings (NaN outside its range);
     accuracy_vs_frontier: the row's mean accuracy minus that, from the row means so it can be checked by hand;
-    its _std: the spread of the same difference seed by seed (`frontier.spread_over_seeds`); verdict_vs_frontier
-    from those two; frontier_savings: the largest % time saved at which the curve reaches the row's accuracy;
-    extra_savings: pct_time_savings - frontier_savings, what selection buys over uniform subsampling."""
-    out = pd.DataFrame({name: pd.Series(np.nan, index=table.index, dtype=object if "verdict" in name else float)
+    its _std: the spread of the same difference seed by seed at fixed savings (`frontier.spread_over_seeds`);
+    its _lo and _hi: the 95 % interval of the bootstrap over seeds that resamples accuracy and savings together
+    (`bootstrap.frontier_intervals`, over bootstrap_seeds seeds); verdict_vs_frontier from that interval
+    (`frontier.verdict_vs_frontier`); frontier_savings: the largest % time saved at which the curve reaches the
+    row's accuracy; extra_savings: pct_time_savings - frontier_savings, what selection buys over uniform
+    subsampling, with its interval from the same resamples. Table rows carry `*_by_seed` Series (`build_table`)."""
+    out = pd.DataFrame({name: pd.Series(np.nan, index=table.index,
+                                        dtype=object if "verdict" in name or "bootstrap" in name else float)
                         for name in FRONTIER_COLUMNS})
     for _, rows in table.groupby("task", dropna=False, sort=False):
         points = frontier_points(rows)
@@ -41,16 +55,22 @@ def frontier_columns(table: pd.DataFrame) -> pd.DataFrame:
             measured = points[points["frontier_x"].notna() & points[name].notna()]
             mean_curve = frontier.curve(measured["frontier_x"], measured[name])
             points_by_seed = [by_seed.to_dict() for by_seed in measured[f"{name}_by_seed"]]
+            points_seed_values = seed_values(measured, name)
             for index, row in rows[is_sifted(rows)].iterrows():
                 savings, accuracy = row["pct_time_savings"], row[name]
                 at_savings = frontier.value_at(mean_curve, savings)
                 difference = accuracy - at_savings
                 spread = frontier.spread_over_seeds(savings, row[f"{name}_by_seed"].to_dict(), measured["frontier_x"],
                                                     points_by_seed)
+                intervals = frontier_intervals(
+                    SeedValues(row[f"{name}_by_seed"].to_dict(), row["pct_time_savings_by_seed"].to_dict()),
+                    points_seed_values)
                 reached_at = frontier.largest_x_at(mean_curve, accuracy)
                 out.loc[index, [prefix + stat for stat in FRONTIER_STATS]] = [
-                    at_savings, difference, spread, frontier.verdict_vs_frontier(at_savings, difference, spread),
-                    reached_at, savings - reached_at]
+                    at_savings, difference, spread, *intervals.accuracy_vs_frontier,
+                    frontier.verdict_vs_frontier(at_savings, difference, intervals.accuracy_vs_frontier,
+                                                 intervals.n_seeds),
+                    reached_at, savings - reached_at, *intervals.extra_savings, intervals.n_seeds]
     return out
 
 
@@ -178,13 +198,21 @@ def headline(table: pd.DataFrame, tolerance: float = HEADLINE_TOLERANCE, per_sif
                                           "accuracy_baseline", "accuracy_delta", "val_accuracy_delta", "statement"])
 
 
-def _points_vs_frontier(difference, spread) -> str:
-    return f"{difference:+.2f} ± {spread:.2f}" if pd.notna(spread) else f"{difference:+.2f} (one seed, no spread)"
+def interval_text(value, lo, hi, digits: int = 2) -> str:
+    """`+0.72 [+0.44, +0.98]`: a difference from the frontier and its 95 % interval (the bootstrap over seeds);
+    `+0.72 (no interval)` where there is none (fewer than MIN_SEEDS seeds in common with the frontier, or a
+    configuration at the frontier's edge); `–` where the difference is missing."""
+    if pd.isna(value):
+        return "–"
+    if pd.isna(lo) or pd.isna(hi):
+        return f"{value:+.{digits}f} (no interval)"
+    return f"{value:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
 
 
 def _test_extra_savings(row: pd.Series) -> str:
     if pd.notna(row["extra_savings"]):
-        return f"{row['extra_savings']:+.1f} % time saved beyond uniform subsampling at equal test accuracy"
+        return (f"{interval_text(row['extra_savings'], row['extra_savings_lo'], row['extra_savings_hi'], 1)} % time "
+                "saved beyond uniform subsampling at equal test accuracy")
     if pd.notna(row["frontier_accuracy"]) and row["test_accuracy"] > row["frontier_accuracy"]:
         return "its test accuracy is above every point of the frontier: no uniform subsampling reaches it"
     return "extra savings unknown: its test accuracy is below every point of the frontier"
@@ -201,7 +229,8 @@ def headline_at_equal_time(table: pd.DataFrame, per_sifter: bool = False) -> pd.
         options = rows[is_sifted(rows)] if sifter is None else rows[rows["sifter"] == sifter]
         record = {"task": task, "config": np.nan, "sifter": np.nan if sifter is None else sifter,
                   **{name: math.nan for name in ("pct_time_savings", "test_accuracy", "frontier_accuracy",
-                                                 "accuracy_vs_frontier", "accuracy_vs_frontier_std", "extra_savings",
+                                                 "accuracy_vs_frontier", "accuracy_vs_frontier_lo",
+                                                 "accuracy_vs_frontier_hi", "extra_savings",
                                                  "val_accuracy_vs_frontier", "val_extra_savings")},
                   "verdict_vs_frontier": np.nan, "ranked_by_full_savings": False}
         above = options[options["val_verdict_vs_frontier"] == "above"]
@@ -218,21 +247,26 @@ def headline_at_equal_time(table: pd.DataFrame, per_sifter: bool = False) -> pd.
             full = pd.isna(best["val_extra_savings"])
             record.update({name: best[name] for name in record if name in best.index and name != "sifter"},
                           sifter=best["sifter"], ranked_by_full_savings=full)
+            val_extra = interval_text(best["val_extra_savings"], best["val_extra_savings_lo"],
+                                      best["val_extra_savings_hi"], 1)
             chosen = (f"its validation accuracy is above every point of the frontier, so it ranks by its whole "
-                      f"{best['pct_time_savings']:.1f} % time saved" if full
-                      else f"{best['val_extra_savings']:+.1f} % extra savings")
-            versus = _points_vs_frontier(best["accuracy_vs_frontier"], best["accuracy_vs_frontier_std"])
+                      f"{best['pct_time_savings']:.1f} % time saved" if full else f"{val_extra} % extra savings")
+            versus = interval_text(best["accuracy_vs_frontier"], best["accuracy_vs_frontier_lo"],
+                                   best["accuracy_vs_frontier_hi"])
+            on_validation = interval_text(best["val_accuracy_vs_frontier"], best["val_accuracy_vs_frontier_lo"],
+                                          best["val_accuracy_vs_frontier_hi"])
             record["statement"] = (
                 f"{best['config']}: {best['pct_time_savings']:.1f} % time saved at test accuracy "
                 f"{best['test_accuracy']:.2f}, {versus} "
                 f"points against the frontier's {best['frontier_accuracy']:.2f} ({best['verdict_vs_frontier']}); "
                 f"{_test_extra_savings(best)} (chosen on validation: "
-                f"{best['val_accuracy_vs_frontier']:+.2f} points above the frontier, {chosen}; n={best['n_seeds']})")
+                f"{on_validation} points above the frontier, {chosen}; n={best['n_seeds']}, interval over "
+                f"{int(best['val_bootstrap_seeds'])} seeds)")
         records.append(record)
     return pd.DataFrame(records, columns=[
         "task", "config", "sifter", "pct_time_savings", "test_accuracy", "frontier_accuracy", "accuracy_vs_frontier",
-        "accuracy_vs_frontier_std", "verdict_vs_frontier", "extra_savings", "val_accuracy_vs_frontier",
-        "val_extra_savings", "ranked_by_full_savings", "statement"])
+        "accuracy_vs_frontier_lo", "accuracy_vs_frontier_hi", "verdict_vs_frontier", "extra_savings",
+        "val_accuracy_vs_frontier", "val_extra_savings", "ranked_by_full_savings", "statement"])
 
 
 def pairing_caveat(row: pd.Series, baseline: pd.Series) -> str:

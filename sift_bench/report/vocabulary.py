@@ -33,8 +33,11 @@ class Exclusion(str, Enum):
 
 # The two accuracies and the prefix of their columns: unprefixed columns are test accuracy, `val_` validation.
 ACCURACIES = (("test_accuracy", ""), ("val_accuracy", "val_"))
-FRONTIER_STATS = ("frontier_accuracy", "accuracy_vs_frontier", "accuracy_vs_frontier_std", "verdict_vs_frontier",
-                  "frontier_savings", "extra_savings")
+# _lo and _hi: the 95 % interval of the bootstrap over seeds (`bootstrap.frontier_intervals`), over bootstrap_seeds
+# seeds; the verdict reads it. _std describes the accuracy's spread at fixed savings only.
+FRONTIER_STATS = ("frontier_accuracy", "accuracy_vs_frontier", "accuracy_vs_frontier_std", "accuracy_vs_frontier_lo",
+                  "accuracy_vs_frontier_hi", "verdict_vs_frontier", "frontier_savings", "extra_savings",
+                  "extra_savings_lo", "extra_savings_hi", "bootstrap_seeds")
 FRONTIER_COLUMNS = tuple(prefix + name for _, prefix in ACCURACIES for name in FRONTIER_STATS)
 TABLE_STATS = ("n_seeds", "seeds", "pct_accepted", "pct_accepted_std", "pct_time_savings",
                "pct_time_savings_std", "pct_cost_savings", "test_accuracy", "test_accuracy_std", "val_accuracy",

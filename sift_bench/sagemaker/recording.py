@@ -26,18 +26,15 @@ from sift_bench import tracking
 from sift_bench.machine import machine_tags
 from sift_bench.portable import portable
 from sift_bench.store import sqlite_file, use_store
-from sift_bench.sifting import (
-    InfoBatchSiftConfig, PassThroughSiftConfig, RandomSiftConfig, RelativeProbabilisticSiftConfig, SiftPolicy,
-    StaleLossSiftConfig,
-)
+from sift_bench.sifting import PassThroughSiftConfig, RandomSiftConfig, RelativeProbabilisticSiftConfig, SiftPolicy
+from sift_bench.sifting.config import BUILT_IN_POLICIES
 from sift_bench.sifting.hooks import SifterWatcher
 
 ARMS = ("as-written", "none", "random")
 SCALE = "script"  # the report's --scale for runs of a user's script
 MAX_METRICS_PER_BATCH = 1000  # MLflow's limit for one log_batch
 # The harness's sifter names (conf/sifter/), so a script's rows read like the harness's.
-POLICY_NAMES = {RelativeProbabilisticSiftConfig: "relative_probabilistic", RandomSiftConfig: "random",
-                StaleLossSiftConfig: "stale_loss", InfoBatchSiftConfig: "infobatch", PassThroughSiftConfig: "none"}
+POLICY_NAMES = {policy: policy.name for policy in BUILT_IN_POLICIES}
 
 
 def implied_keep_fraction(sift_config: SiftPolicy) -> float:

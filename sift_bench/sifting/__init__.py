@@ -2,8 +2,9 @@
 
 An independent implementation, needing only torch, of the documented behaviour
 of Amazon SageMaker smart sifting, keeping its public names, plus two policies
-that decide from the training losses instead of a scoring pass (stale-loss
-Selective Backprop, InfoBatch). See README.md.
+that decide from the training losses instead of a scoring pass (sift_bench's
+stale loss, InfoBatch) and Selective Backprop's Stale-SB, which scores every
+few epochs. See README.md.
 """
 
 from .batch import (
@@ -26,6 +27,7 @@ from .config import (
     RelativeProbabilisticSiftConfig,
     SiftingBaseConfig,
     StaleLossSiftConfig,
+    StaleSBSiftConfig,
 )
 from .dataloader import SiftingDataloader
 from .history import LossHistory
@@ -36,11 +38,13 @@ from .policy import Candidates, SelectionContext, Selector, SiftPolicy
 from .selection import (
     fresh_loss_mask,
     infobatch_keep_mask,
+    infobatch_prunes_epoch,
     infobatch_threshold,
     keep_mask,
     loss_percentiles,
     random_keep_mask,
     relative_probabilistic_keep_mask,
+    rescore_due_mask,
     stale_loss_keep_mask,
 )
 from .stats import SiftingStats
@@ -70,16 +74,19 @@ __all__ = [
     "SiftPolicy",
     "SiftingStats",
     "StaleLossSiftConfig",
+    "StaleSBSiftConfig",
     "TensorBatch",
     "TensorBatchTransform",
     "default_batch_transform",
     "default_sample_ids",
     "fresh_loss_mask",
     "infobatch_keep_mask",
+    "infobatch_prunes_epoch",
     "infobatch_threshold",
     "keep_mask",
     "loss_percentiles",
     "random_keep_mask",
     "relative_probabilistic_keep_mask",
+    "rescore_due_mask",
     "stale_loss_keep_mask",
 ]

@@ -4,8 +4,9 @@ wrapped loader. The arguments:
     orig_dataloader: re-iterable (one ``iter()`` per epoch), with an int
         ``batch_size`` and optionally ``drop_last`` (default False). Batches may
         already be on the model's device.
-    loss_impl, model: the scoring loss and the model, required by
-        ``RelativeProbabilisticSiftConfig`` only; the other policies never call them.
+    loss_impl, model: the scoring loss and the model, required by the policies
+        that score (``RelativeProbabilisticSiftConfig``, ``StaleSBSiftConfig``);
+        the other policies never call them.
     batch_transforms: a ``SiftingBatchTransform``; by default one is chosen per
         batch type for a tensor, a tuple or list of tensors, or a dict of
         tensors (a Hugging Face ``BatchEncoding`` too).
@@ -22,11 +23,11 @@ wrapped loader. The arguments:
         torch's global generator, so ``torch.manual_seed`` alone makes a run
         repeatable (as it does for a ``DataLoader`` without a generator).
     sample_ids: batch -> integer tensor [n] of sample ids in [0, num_samples),
-        for the training-loss policies; default ``default_sample_ids`` (the last
+        for the policies that remember per-sample losses; default ``default_sample_ids`` (the last
         element of a tuple batch, ``batch["sample_id"]`` of a dict batch, as
         ``IndexedDataset`` makes them).
-    num_samples: the data set's size, required by the training-loss policies:
-        their per-sample memory is preallocated with one entry per sample.
+    num_samples: the data set's size, required by the policies that remember
+        per-sample losses (stale loss, InfoBatch, Stale-SB): their memory is preallocated with one entry per sample.
     num_epochs: the planned number of epochs, required by
         ``InfoBatchSiftConfig``: annealing starts once
         ``(1 - anneal_fraction) * num_epochs * num_samples`` samples were seen.
@@ -118,7 +119,7 @@ def check_arguments(sift_config: SiftPolicy, orig_dataloader: Any, loss_impl: An
             f"{type(orig_dataloader).__name__}"
         )
     policy = type(sift_config).__name__
-    if sift_config.scores:
+    if sift_config.scores or sift_config.scores_on_demand:
         if not callable(getattr(loss_impl, "loss", None)):
             raise TypeError(
                 f"loss_impl must be a sift_bench.sifting.Loss with a "
@@ -154,7 +155,7 @@ def check_arguments(sift_config: SiftPolicy, orig_dataloader: Any, loss_impl: An
             raise ValueError(f"{name} must be an int >= 1 or None, got {value!r}")
     if sync not in SYNC_MODES:
         raise ValueError(f"sync must be one of {SYNC_MODES}, got {sync!r}")
-    if sift_config.uses_training_losses and num_samples is None:
+    if sift_config.tracks_samples() and num_samples is None:
         raise ValueError(
             f"{policy} needs num_samples= (the data set's size): it remembers one loss per "
             f"sample, in memory preallocated for num_samples samples"

@@ -16,7 +16,13 @@ from typing import Any
 import torch
 
 from .policy import Candidates, SelectionContext, Selector, SiftPolicy
-from .selectors import InfoBatchSelector, RandomSelector, RelativeProbabilisticSelector, StaleLossSelector
+from .selectors import (
+    InfoBatchSelector,
+    RandomSelector,
+    RelativeProbabilisticSelector,
+    StaleLossSelector,
+    StaleSBSelector,
+)
 
 
 def is_int(value: Any) -> bool:
@@ -111,11 +117,14 @@ class LossConfig:
 class RelativeProbabilisticSiftConfig(SiftPolicy):
     """Keep a scored sample with probability ``p ** beta_value``.
 
-    ``p`` is the fraction of the last ``loss_history_length`` per-sample losses
-    that are at or below the sample's loss. On stationary losses the kept
+    ``p`` is the mid-rank of the sample's loss among the last
+    ``loss_history_length`` per-sample losses (the fraction below it, plus half
+    the fraction equal to it). On stationary losses the kept
     fraction is ``1 / (1 + beta_value)``: 0.5 keeps 66.67 %, 1 keeps 50 %,
     2 keeps 33.33 %, 3 keeps 25 %.
     """
+
+    name = "relative_probabilistic"
 
     scores = True
     run_name_fields = {"beta": "beta_value", "hist": "loss_history_length"}
@@ -147,6 +156,8 @@ class RandomSiftConfig(SiftPolicy):
     forward pass, so a table can set sifting against plain subsampling at the
     same % accepted.
     """
+
+    name = "random"
 
     run_name_fields = {"keep": "keep_fraction"}
 
@@ -183,6 +194,8 @@ class StaleLossSiftConfig(SiftPolicy):
     in a row, so no sample is starved by a stale low loss.
     """
 
+    name = "stale_loss"
+
     uses_training_losses = True
     run_name_fields = {"beta": "beta_value", "hist": "loss_history_length"}
 
@@ -213,6 +226,53 @@ class StaleLossSiftConfig(SiftPolicy):
         return StaleLossSelector(self, context)
 
 
+@dataclass(frozen=True)
+class StaleSBSiftConfig(SiftPolicy):
+    """Selective Backprop's Stale-SB (Jiang et al. 2019): smart sifting's rule on losses scored every few epochs.
+
+    A sample is scored by a no-grad forward pass (the loader's scoring pass, its time counted as scoring) when it
+    has no stored loss or its stored loss is ``rescore_every_epochs`` epochs old or more; in between it is
+    decided from that stored loss. Every candidate is kept with probability ``p ** beta_value``, ``p`` ranking
+    its stored loss among the stored losses of the last ``loss_history_length`` candidates. About
+    ``1 / (1 + beta_value)`` of the candidates are kept in every epoch. Unlike ``StaleLossSiftConfig`` it pays
+    for its scoring passes and needs no loss from the training loop.
+    """
+
+    name = "stale_sb"
+
+    scores_on_demand = True
+    run_name_fields = {"beta": "beta_value", "hist": "loss_history_length", "every": "rescore_every_epochs"}
+
+    beta_value: float
+    loss_history_length: int
+    loss_based_sift_config: LossConfig
+    rescore_every_epochs: int = 3
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "beta_value", _checked_beta_value(self.beta_value))
+        object.__setattr__(
+            self, "loss_history_length", _checked_loss_history_length(self.loss_history_length)
+        )
+        every = self.rescore_every_epochs
+        message = f"rescore_every_epochs must be an int >= 1, got {every!r}"
+        if not is_int(every):
+            raise TypeError(message)
+        if every < 1:
+            raise ValueError(message)
+        object.__setattr__(self, "rescore_every_epochs", int(every))
+        object.__setattr__(
+            self,
+            "loss_based_sift_config",
+            _from_mapping(LossConfig, self.loss_based_sift_config, "loss_based_sift_config"),
+        )
+
+    def selector(self, context: SelectionContext) -> StaleSBSelector:
+        return StaleSBSelector(self, context)
+
+
+ANNEAL_BY = ("epochs", "samples")
+
+
 def _no_delay() -> LossConfig:
     # InfoBatch needs no delay: nothing is remembered in the first epoch, so it trains on everything.
     return LossConfig(sift_config=SiftingBaseConfig(sift_delay=0))
@@ -223,17 +283,24 @@ class InfoBatchSiftConfig(SiftPolicy):
     """InfoBatch: prune a random ``prune_ratio`` of the samples whose last training loss is below the mean.
 
     At each epoch the threshold is the mean of the remembered training losses.
-    A sample remembered below it is left out with probability ``prune_ratio``;
-    if kept, its loss is to be weighted by ``1 / (1 - prune_ratio)`` (see
-    ``SiftingDataloader.batch_weights``), so the expected gradient is
-    unchanged. Samples at or above the mean, and samples with no remembered
-    loss, are kept with weight 1. During the last ``anneal_fraction`` of the
-    planned training (in samples seen) nothing is pruned and every weight is 1.
+    A sample remembered below it is left out with probability ``prune_ratio``
+    (at most 0.9, as the official code clamps it); if kept, its loss is to be
+    weighted by ``1 / (1 - prune_ratio)`` (see ``SiftingDataloader.batch_weights``),
+    so the expected gradient is unchanged. Samples at or above the mean, and
+    samples with no remembered loss, are kept with weight 1.
+
+    ``anneal_by="epochs"`` (default, as the official sampler): whole epochs only,
+    epoch ``e`` (from 0) pruned while ``e + 1 <= num_epochs * (1 - anneal_fraction)``
+    and never the first; the annealed epochs train on everything at weight 1.
+    ``anneal_by="samples"``: nothing is pruned once ``(1 - anneal_fraction) *
+    num_epochs * num_samples`` candidates were seen, possibly mid-epoch.
 
     ``prune_ratio`` is the share of the below-mean samples left out, not of the
     data set: the fraction saved is about ``prune_ratio * (share below the
     mean) * (1 - anneal_fraction)``.
     """
+
+    name = "infobatch"
 
     uses_training_losses = True
     weights_losses = True
@@ -243,8 +310,11 @@ class InfoBatchSiftConfig(SiftPolicy):
     prune_ratio: float = 0.5
     anneal_fraction: float = 0.125
     loss_based_sift_config: LossConfig = field(default_factory=_no_delay)
+    anneal_by: str = "epochs"
 
     def __post_init__(self) -> None:
+        if self.anneal_by not in ANNEAL_BY:
+            raise ValueError(f"anneal_by must be one of {ANNEAL_BY}, got {self.anneal_by!r}")
         prune_ratio = self.prune_ratio
         message = f"prune_ratio must be a number in (0, 1), got {prune_ratio!r}"
         if not _is_real(prune_ratio):
@@ -282,6 +352,8 @@ class PassThroughSiftConfig(SiftPolicy):
     unchanged on all of its data. ``stats`` still counts the samples (all seen and kept).
     """
 
+    name = "none"
+
     passes_through = True
 
     loss_based_sift_config: LossConfig = field(default_factory=_no_delay)
@@ -295,6 +367,12 @@ class PassThroughSiftConfig(SiftPolicy):
 
     def selector(self, context: SelectionContext) -> Selector:
         return _KeepAll()
+
+
+# The policies sift_bench ships, each declared once: the harness's typed schema (sift_bench/schema.py), the runner's
+# and the report's names are read off these classes.
+BUILT_IN_POLICIES = (RelativeProbabilisticSiftConfig, RandomSiftConfig, StaleLossSiftConfig, StaleSBSiftConfig,
+                     InfoBatchSiftConfig, PassThroughSiftConfig)
 
 
 def as_sift_config(sift_config: Any) -> Any:

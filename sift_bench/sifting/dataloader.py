@@ -11,6 +11,7 @@ import torch
 from . import hooks
 from .arguments import check_arguments, checked_losses, loader_batch_size
 from .batch import (
+    SiftingBatch,
     SiftingBatchTransform,
     check_sample_dimension,
     default_batch_transform,
@@ -100,15 +101,12 @@ class SiftingDataloader:
             batch_format_index=batch_format_index, seed=seed, sample_ids=sample_ids, num_samples=num_samples,
             num_epochs=num_epochs, sync=sync)
 
-        self.sift_config = sift_config
-        self.orig_dataloader = orig_dataloader
-        self.loss_impl = loss_impl
-        self.model = model
+        self.sift_config, self.orig_dataloader = sift_config, orig_dataloader
+        self.loss_impl, self.model = loss_impl, model
         self.batch_transforms = batch_transforms
         self.sample_ids = default_sample_ids if sample_ids is None else sample_ids
         self.num_samples = None if num_samples is None else int(num_samples)
         self.num_epochs = None if num_epochs is None else int(num_epochs)
-        num_samples, num_epochs = self.num_samples, self.num_epochs
         self.batch_size, self.drop_last = loader_batch_size(orig_dataloader)
         self.log_batch_data = log_batch_data
         self.batch_format_index = batch_format_index
@@ -116,22 +114,30 @@ class SiftingDataloader:
         self.batch_log: list[dict[str, Any]] = []
         self._candidate_batches_total = 0
         base_config = sift_config.loss_based_sift_config.sift_config
-        self.sift_delay = base_config.sift_delay
-        self.repeat_delay_per_epoch = base_config.repeat_delay_per_epoch
-
+        self.sift_delay, self.repeat_delay_per_epoch = base_config.sift_delay, base_config.repeat_delay_per_epoch
         self.sync = sync
+        self.stats = SiftingStats()
+        self._start_policy(seed, process_group)
+        # The batch just yielded, for batch_weights() and record_losses().
+        self._yielded_ids: torch.Tensor | None = None
+        self._ids_device: torch.device | None = None  # where the batches' ids live
+        self._losses_recorded = False
+        self._default_transforms: dict[type, SiftingBatchTransform] = {}
+        self._counting_transforms: dict[type, SiftingBatchTransform] = {}
+        if watcher is not None:
+            watcher.created(self)
+
+    def _start_policy(self, seed: int | None, process_group) -> None:
+        """The ranks, the one generator, the per-sample memory and the policy's selector, with the counts they read."""
         self.ranks = Ranks(process_group)
         # Under global sync every rank's losses go into one history and memory; else each rank keeps its own.
-        self._shares = self.ranks.distributed and sync == "global"
+        self._shares = self.ranks.distributed and self.sync == "global"
         if seed is None:
             seed = int(torch.randint(0, 2**62, (), dtype=torch.int64))
         self.generator = torch.Generator().manual_seed(self.ranks.seed_for(seed))
-        self.sample_memory = (
-            SampleLossMemory(num_samples, with_weights=sift_config.weights_losses)
-            if sift_config.uses_training_losses
-            else None
-        )
-        self.stats = SiftingStats()
+        sift_config = self.sift_config
+        self.sample_memory = (SampleLossMemory(self.num_samples, with_weights=sift_config.weights_losses)
+                              if sift_config.tracks_samples() else None)
         # The delay's own count: stats.reset() must not restart the delay.
         self._batches_yielded_total = 0
         # The policies' own count of candidates drawn (InfoBatch's annealing), for the same reason.
@@ -143,16 +149,8 @@ class SiftingDataloader:
         # its process group, alive until interpreter shutdown, where gloo's teardown aborts the process.
         self.selector = sift_config.selector(SelectionContext(
             generator=self.generator, share=partial(_share, self.ranks) if self._shares else _keep_local,
-            memory=self.sample_memory, num_samples=num_samples, num_epochs=num_epochs, seen=self._seen,
+            memory=self.sample_memory, num_samples=self.num_samples, num_epochs=self.num_epochs, seen=self._seen,
         ))
-        # The batch just yielded, for batch_weights() and record_losses().
-        self._yielded_ids: torch.Tensor | None = None
-        self._ids_device: torch.device | None = None  # where the batches' ids live
-        self._losses_recorded = False
-        self._default_transforms: dict[type, SiftingBatchTransform] = {}
-        self._counting_transforms: dict[type, SiftingBatchTransform] = {}
-        if watcher is not None:
-            watcher.created(self)
 
     @property
     def uses_training_losses(self) -> bool:
@@ -306,69 +304,41 @@ class SiftingDataloader:
             self._yielding(None)
             yield batch
 
-    def __iter__(self) -> Iterator[Any]:
-        if self.sift_config.passes_through:
-            self.epoch += 1
-            yield from self._passing_through()
-            return
+    def _count(self, seen: int, kept: int) -> None:
+        """Candidates drawn (over all ranks) and kept: the stats, and the policies' own count of seen."""
+        self.stats.samples_seen += seen
+        self.stats.samples_kept += kept
+        self.stats.samples_sifted_out += seen - kept
+        self._seen.total += seen
+
+    def _delayed(self, batch: Any, n: int, seen_everywhere: int | None) -> Any:
+        """A batch of the delay: counted (seen and kept), its ids noted for the training-loss policies, unscored."""
+        ids = None
+        if self.sift_config.tracks_samples():
+            ids = self._candidate_ids(batch, n)
+            if self.sift_config.weights_losses:
+                self.sample_memory.weights[ids] = 1.0
+        seen = n if seen_everywhere is None else seen_everywhere
+        self._count(seen, seen)
+        self._yielding(ids)
+        return batch
+
+    def _decide(self, batch: Any, sifting_batch: SiftingBatch, ids: torch.Tensor | None) -> torch.Tensor:
+        """The policy's keep mask of one candidate batch, scored first when the policy scores."""
+        n = len(sifting_batch)
+        config = self.sift_config
+        losses = score(self.loss_impl, self.model, sifting_batch, batch, self.stats) if config.scores else None
+        on_demand = (partial(score, self.loss_impl, self.model, sifting_batch, batch, self.stats)
+                     if config.scores_on_demand else None)
+        keep = self.selector.keep(Candidates(n=n, losses=losses, ids=ids, score=on_demand))
+        if self.log_batch_data:
+            self._log_batch(n, losses, keep)
+        self._candidate_batches_total += 1
+        return keep
+
+    def _end_epoch(self, refill: Refill, transform: SiftingBatchTransform | None) -> Iterator[Any]:
+        """The kept samples that wait when the candidates run out: the last, smaller batch, or counted out."""
         stats = self.stats
-        batch_size = self.batch_size
-        tracking = self.uses_training_losses
-        self.epoch += 1
-        self.selector.start_epoch(self.epoch)
-        batches_yielded_this_epoch = 0
-        refill = Refill(batch_size, tracking)
-        transform: SiftingBatchTransform | None = None
-
-        for batch, seen_everywhere in self._candidates():
-            transform = self._transform_for(batch)
-            delay_count = (
-                batches_yielded_this_epoch
-                if self.repeat_delay_per_epoch
-                else self._batches_yielded_total
-            )
-            if delay_count < self.sift_delay:
-                n = transform.sample_count(batch)
-                seen = n if seen_everywhere is None else seen_everywhere
-                ids = None
-                if tracking:
-                    ids = self._candidate_ids(batch, n)
-                    if self.sift_config.weights_losses:
-                        self.sample_memory.weights[ids] = 1.0
-                stats.samples_seen += seen
-                stats.samples_kept += seen
-                self._seen.total += seen
-                self._yielding(ids)
-                batches_yielded_this_epoch += 1
-                yield batch
-                continue
-
-            sifting_batch = transform.transform(batch)
-            n = len(sifting_batch)
-            if n == 0 and not self.ranks.distributed:
-                continue
-            ids = self._candidate_ids(batch, n) if tracking else None
-            losses = score(self.loss_impl, self.model, sifting_batch, batch, self.stats) if self.sift_config.scores else None
-            keep = self.selector.keep(Candidates(n=n, losses=losses, ids=ids))
-            if self.log_batch_data:
-                self._log_batch(n, losses, keep)
-            self._candidate_batches_total += 1
-            n_kept = int(keep.sum())
-            refill.add(sifting_batch, ids, keep, n_kept)
-            ready, kept = self._agree(refill.pending, n, n_kept)
-            seen = n if seen_everywhere is None else seen_everywhere
-            stats.samples_seen += seen
-            stats.samples_kept += kept
-            stats.samples_sifted_out += seen - kept
-            self._seen.total += seen
-
-            for _ in range(ready):
-                ready_batch, ready_ids = refill.take()
-                batches_yielded_this_epoch += 1
-                out = transform.reverse_transform(ready_batch)
-                self._yielding(ready_ids)
-                yield out
-
         if self.ranks.distributed:
             # Kept samples that never filled a batch on every rank: counted, not trained on, since a rank
             # that yields one batch more than the others would wait forever in DDP's gradient all-reduce.
@@ -388,3 +358,41 @@ class SiftingDataloader:
         out = transform.reverse_transform(last_batch)
         self._yielding(last_ids)
         yield out
+
+    def __iter__(self) -> Iterator[Any]:
+        self.epoch += 1
+        if self.sift_config.passes_through:
+            yield from self._passing_through()
+            return
+        tracking = self.sift_config.tracks_samples()
+        self.selector.start_epoch(self.epoch)
+        batches_yielded_this_epoch = 0
+        refill = Refill(self.batch_size, tracking)
+        transform: SiftingBatchTransform | None = None
+
+        for batch, seen_everywhere in self._candidates():
+            transform = self._transform_for(batch)
+            delay_count = batches_yielded_this_epoch if self.repeat_delay_per_epoch else self._batches_yielded_total
+            if delay_count < self.sift_delay:
+                batches_yielded_this_epoch += 1
+                yield self._delayed(batch, transform.sample_count(batch), seen_everywhere)
+                continue
+
+            sifting_batch = transform.transform(batch)
+            n = len(sifting_batch)
+            if n == 0 and not self.ranks.distributed:
+                continue
+            ids = self._candidate_ids(batch, n) if tracking else None
+            keep = self._decide(batch, sifting_batch, ids)
+            n_kept = int(keep.sum())
+            refill.add(sifting_batch, ids, keep, n_kept)
+            ready, kept = self._agree(refill.pending, n, n_kept)
+            self._count(n if seen_everywhere is None else seen_everywhere, kept)
+            for _ in range(ready):
+                ready_batch, ready_ids = refill.take()
+                batches_yielded_this_epoch += 1
+                out = transform.reverse_transform(ready_batch)
+                self._yielding(ready_ids)
+                yield out
+
+        yield from self._end_epoch(refill, transform)

@@ -25,8 +25,11 @@ class Candidates:
     n: int
     # The scoring pass's per-sample losses (float32, CPU, [n]) when the policy `scores`, else None.
     losses: torch.Tensor | None = None
-    # The candidates' sample ids (int64, CPU, [n]) when the policy `uses_training_losses`, else None.
+    # The candidates' sample ids (int64, CPU, [n]) when the policy `uses_training_losses` or `scores_on_demand`.
     ids: torch.Tensor | None = None
+    # When the policy `scores_on_demand`: runs the scoring pass on this candidate batch and returns its per-sample
+    # losses (float32, CPU, [n]), its time counted as scoring; the selector calls it only when it needs them.
+    score: Callable[[], torch.Tensor] | None = None
 
 
 class SeenCounter:
@@ -44,7 +47,8 @@ class SelectionContext:
     generator: torch.Generator
     # Losses of this rank -> under global DDP sync those of every rank (rank order); in one process unchanged.
     share: Callable[[torch.Tensor], torch.Tensor]
-    # Each sample's last training loss (and weight), when the policy uses_training_losses; the loader fills it.
+    # Each sample's last training loss (and weight), when the policy uses_training_losses: the loader fills it; or
+    # the losses the policy scored itself, when it scores_on_demand: the selector fills it.
     memory: SampleLossMemory | None
     num_samples: int | None
     num_epochs: int | None
@@ -74,6 +78,10 @@ class SiftPolicy:
     # The loader remembers each sample's last training loss (the training loop calls record_losses) and hands the
     # selector the candidates' sample ids; needs num_samples.
     uses_training_losses: ClassVar[bool] = False
+    # The loader keeps a per-sample memory for the selector (context.memory), hands it the candidates' sample ids
+    # and a `score()` that runs the scoring pass on the candidate batch when called (Stale-SB re-scores only the
+    # samples whose stored loss is due); needs num_samples, loss_impl and model.
+    scores_on_demand: ClassVar[bool] = False
     # The selector writes per-sample loss weights into the memory (batch_weights() returns them).
     weights_losses: ClassVar[bool] = False
     # The selector needs the planned number of epochs (num_epochs=).
@@ -83,6 +91,14 @@ class SiftPolicy:
     passes_through: ClassVar[bool] = False
     # Run names and summaries: {short label: field name}, e.g. {"beta": "beta_value"}; `delay` is sift_delay.
     run_name_fields: ClassVar[dict[str, str]] = {}
+    # The name a built-in policy goes by in the harness (conf/sifter/<name>.yaml, the `sifter` tag, the report);
+    # None for a user's policy, which the harness names by its yaml's `name`.
+    name: ClassVar[str | None] = None
+
+    @classmethod
+    def tracks_samples(cls) -> bool:
+        """Whether the loader must read each candidate's sample id and keep a per-sample memory."""
+        return cls.uses_training_losses or cls.scores_on_demand
 
     def selector(self, context: SelectionContext) -> Selector:
         raise NotImplementedError(f"{type(self).__name__} must define selector(context)")

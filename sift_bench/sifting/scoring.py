@@ -34,4 +34,5 @@ def score(loss_impl: Loss, model: torch.nn.Module, sifting_batch: SiftingBatch, 
         for module in was_training:
             module.training = True
         stats.scoring_seconds += time.perf_counter() - started
+    stats.samples_scored += len(sifting_batch)
     return losses

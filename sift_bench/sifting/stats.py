@@ -23,6 +23,7 @@ class SiftingStats:
     batches_yielded: batches handed to the training loop.
     scoring_seconds: wall time of the scoring forward passes (``Loss.loss``
         and the copy of its losses to the CPU, which waits for the device).
+    samples_scored: samples those passes scored, on this rank (the work a scoring pass costs, per sample).
     sync_seconds: wall time of the collectives between ranks under DDP; 0 in one process.
 
     Under DDP the sample counters are sums over all ranks; ``batches_yielded`` is this rank's count, the same
@@ -36,6 +37,7 @@ class SiftingStats:
     batches_yielded: int = 0
     scoring_seconds: float = 0.0
     sync_seconds: float = 0.0
+    samples_scored: int = 0
 
     @property
     def pct_accepted(self) -> float:
@@ -65,3 +67,4 @@ class SiftingStats:
         self.batches_yielded = 0
         self.scoring_seconds = 0.0
         self.sync_seconds = 0.0
+        self.samples_scored = 0

