@@ -142,6 +142,28 @@ def test_the_interval_holds_the_point_estimate(row):
     assert intervals.extra_savings.lo <= extra <= intervals.extra_savings.hi
 
 
+def test_a_row_with_fewer_seeds_than_its_frontier_reads_its_point_inside_its_interval():
+    # The frontier's last three seeds sit far lower than its first three, so its means over six seeds differ from
+    # those over the three the row shares: the resamples of the shared seeds centre elsewhere, and the table's
+    # interval (verdicts.frontier_columns) is moved onto the point estimate over each point's own seeds.
+    low_late = SeedValues(by_seed([70.0, 70.1, 69.9, 66.0, 66.1, 65.9]), by_seed([50.0] * 6))
+    points = [BASELINE_SEEDS, low_late]
+    row = SeedValues({seed: CLEARLY_ABOVE.accuracy[seed] for seed in (0, 1, 2)},
+                     {seed: CLEARLY_ABOVE.savings[seed] for seed in (0, 1, 2)})
+    _, difference, _ = point_estimates(row, points)
+    intervals = bootstrap.frontier_intervals(row, points)
+    raw = intervals.accuracy_vs_frontier
+    assert not raw.lo <= difference <= raw.hi  # the shared seeds alone miss the point estimate
+    moved = bootstrap.recentred(raw, intervals.observed[0], difference)
+    assert moved.lo <= difference <= moved.hi
+    assert moved.hi - moved.lo == pytest.approx(raw.hi - raw.lo)
+    # Where every seed is shared, nothing moves.
+    full = bootstrap.frontier_intervals(CLEARLY_ABOVE, POINTS)
+    _, full_difference, _ = point_estimates(CLEARLY_ABOVE, POINTS)
+    assert bootstrap.recentred(full.accuracy_vs_frontier, full.observed[0], full_difference) == pytest.approx(
+        full.accuracy_vs_frontier)
+
+
 def test_fewer_than_three_common_seeds_give_no_interval_and_no_verdict():
     # The uniform half ran seeds 0 and 1 only; the configuration's seed 2 lost its savings (a slowed host), so
     # against the whole frontier only seeds 0 and 1 have both axes.

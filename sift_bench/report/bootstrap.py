@@ -44,10 +44,22 @@ NO_INTERVAL = Interval(math.nan, math.nan)
 
 
 class FrontierIntervals(NamedTuple):
-    """The intervals of accuracy - frontier and of extra savings, and how many seeds they resampled."""
+    """The intervals of accuracy - frontier and of extra savings, how many seeds they resampled, and the two
+    statistics on those seeds as measured (no resampling): what `recentred` moves the intervals from."""
     accuracy_vs_frontier: Interval
     extra_savings: Interval
     n_seeds: int
+    observed: tuple[float, float] = (math.nan, math.nan)
+
+
+def recentred(interval: Interval, observed: float, estimate: float) -> Interval:
+    """The interval moved by (estimate - observed): its width and shape from the resamples of the seeds every point
+    shares, placed around the point estimate over each point's own seeds. A row with fewer seeds than its frontier
+    (or a seed whose savings were left out) would otherwise print a point estimate outside its own interval;
+    where every seed is shared the two statistics agree and nothing moves."""
+    if not (np.isfinite(observed) and np.isfinite(estimate)):
+        return interval
+    return Interval(interval.lo + estimate - observed, interval.hi + estimate - observed)
 
 
 def _measured(point: SeedValues) -> set:
@@ -126,9 +138,17 @@ def frontier_intervals(row: SeedValues, points: Sequence[SeedValues]) -> Frontie
     seeds = common_seeds(row, points)
     if len(seeds) < MIN_SEEDS or len(points) < 2:
         return FrontierIntervals(NO_INTERVAL, NO_INTERVAL, len(seeds))
-    draws = seed_draws(len(seeds))
+    resampled = statistics(row, points, seeds, seed_draws(len(seeds)))
+    # The same statistics on the shared seeds as measured: one "resample" that draws each seed once.
+    observed = statistics(row, points, seeds, np.arange(len(seeds))[None, :])
+    return FrontierIntervals(percentile_interval(resampled[0]), percentile_interval(resampled[1]), len(seeds),
+                             (float(observed[0][0]), float(observed[1][0])))
+
+
+def statistics(row: SeedValues, points: Sequence[SeedValues], seeds: Sequence,
+               draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per resample (a row of `draws`): accuracy - frontier at the row's savings, and extra savings."""
     xs, ys = curves(np.column_stack([resampled_means(point.savings, seeds, draws) for point in points]),
                     np.column_stack([resampled_means(point.accuracy, seeds, draws) for point in points]))
     savings, accuracy = resampled_means(row.savings, seeds, draws), resampled_means(row.accuracy, seeds, draws)
-    return FrontierIntervals(percentile_interval(accuracy - values_at(xs, ys, savings)),
-                             percentile_interval(savings - largest_xs_at(xs, ys, accuracy)), len(seeds))
+    return accuracy - values_at(xs, ys, savings), savings - largest_xs_at(xs, ys, accuracy)

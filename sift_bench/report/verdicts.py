@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from sift_bench.report import frontier
-from sift_bench.report.bootstrap import SeedValues, frontier_intervals
+from sift_bench.report.bootstrap import SeedValues, frontier_intervals, recentred
 from sift_bench.report.vocabulary import (ACCURACIES, BASELINE, CONTROL, FRONTIER_COLUMNS, FRONTIER_STATS,
                                           HEADLINE_TOLERANCE, is_sifted)
 
@@ -66,11 +66,12 @@ def frontier_columns(table: pd.DataFrame) -> pd.DataFrame:
                     SeedValues(row[f"{name}_by_seed"].to_dict(), row["pct_time_savings_by_seed"].to_dict()),
                     points_seed_values)
                 reached_at = frontier.largest_x_at(mean_curve, accuracy)
+                versus = recentred(intervals.accuracy_vs_frontier, intervals.observed[0], difference)
+                extra = recentred(intervals.extra_savings, intervals.observed[1], savings - reached_at)
                 out.loc[index, [prefix + stat for stat in FRONTIER_STATS]] = [
-                    at_savings, difference, spread, *intervals.accuracy_vs_frontier,
-                    frontier.verdict_vs_frontier(at_savings, difference, intervals.accuracy_vs_frontier,
-                                                 intervals.n_seeds),
-                    reached_at, savings - reached_at, *intervals.extra_savings, intervals.n_seeds]
+                    at_savings, difference, spread, *versus,
+                    frontier.verdict_vs_frontier(at_savings, difference, versus, intervals.n_seeds),
+                    reached_at, savings - reached_at, *extra, intervals.n_seeds]
     return out
 
 

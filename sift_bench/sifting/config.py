@@ -72,6 +72,16 @@ def _checked_loss_history_length(length: Any) -> int:
     return int(length)
 
 
+def _checked_count(value: Any, name: str) -> int:
+    """An int >= 1 (epochs, counts), or the error naming `name`, the value and what is allowed."""
+    message = f"{name} must be an int >= 1, got {value!r}"
+    if not is_int(value):
+        raise TypeError(message)
+    if value < 1:
+        raise ValueError(message)
+    return int(value)
+
+
 @dataclass(frozen=True)
 class SiftingBaseConfig:
     """When sifting starts.
@@ -113,8 +123,19 @@ class LossConfig:
         )
 
 
+class BuiltInPolicy(SiftPolicy):
+    """What every built-in policy's ``__post_init__`` ends with: its checked values stored on the frozen config, and
+    its ``loss_based_sift_config`` as a ``LossConfig`` (a dict of its fields accepted, as from YAML)."""
+
+    def _settle(self, **checked: Any) -> None:
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "loss_based_sift_config",
+                           _from_mapping(LossConfig, self.loss_based_sift_config, "loss_based_sift_config"))
+
+
 @dataclass(frozen=True)
-class RelativeProbabilisticSiftConfig(SiftPolicy):
+class RelativeProbabilisticSiftConfig(BuiltInPolicy):
     """Keep a scored sample with probability ``p ** beta_value``.
 
     ``p`` is the mid-rank of the sample's loss among the last
@@ -134,22 +155,15 @@ class RelativeProbabilisticSiftConfig(SiftPolicy):
     loss_based_sift_config: LossConfig
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "beta_value", _checked_beta_value(self.beta_value))
-        object.__setattr__(
-            self, "loss_history_length", _checked_loss_history_length(self.loss_history_length)
-        )
-        object.__setattr__(
-            self,
-            "loss_based_sift_config",
-            _from_mapping(LossConfig, self.loss_based_sift_config, "loss_based_sift_config"),
-        )
+        self._settle(beta_value=_checked_beta_value(self.beta_value),
+                     loss_history_length=_checked_loss_history_length(self.loss_history_length))
 
     def selector(self, context: SelectionContext) -> RelativeProbabilisticSelector:
         return RelativeProbabilisticSelector(self, context)
 
 
 @dataclass(frozen=True)
-class RandomSiftConfig(SiftPolicy):
+class RandomSiftConfig(BuiltInPolicy):
     """The control: keep each sample with probability ``keep_fraction``, whatever its loss.
 
     Same delay and same batch refill as loss-based sifting, but no scoring
@@ -170,19 +184,14 @@ class RandomSiftConfig(SiftPolicy):
             raise TypeError(f"keep_fraction must be a number in (0, 1], got {keep_fraction!r}")
         if not 0 < keep_fraction <= 1:  # also rejects NaN
             raise ValueError(f"keep_fraction must be a number in (0, 1], got {keep_fraction!r}")
-        object.__setattr__(self, "keep_fraction", float(keep_fraction))
-        object.__setattr__(
-            self,
-            "loss_based_sift_config",
-            _from_mapping(LossConfig, self.loss_based_sift_config, "loss_based_sift_config"),
-        )
+        self._settle(keep_fraction=float(keep_fraction))
 
     def selector(self, context: SelectionContext) -> RandomSelector:
         return RandomSelector(self, context)
 
 
 @dataclass(frozen=True)
-class StaleLossSiftConfig(SiftPolicy):
+class StaleLossSiftConfig(BuiltInPolicy):
     """Relative probabilistic sifting decided from each sample's last TRAINING loss, with no scoring pass.
 
     The keep rule is ``RelativeProbabilisticSiftConfig``'s, ``p ** beta_value``,
@@ -205,29 +214,16 @@ class StaleLossSiftConfig(SiftPolicy):
     max_loss_age_epochs: int = 1
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "beta_value", _checked_beta_value(self.beta_value))
-        object.__setattr__(
-            self, "loss_history_length", _checked_loss_history_length(self.loss_history_length)
-        )
-        max_age = self.max_loss_age_epochs
-        message = f"max_loss_age_epochs must be an int >= 1, got {max_age!r}"
-        if not is_int(max_age):
-            raise TypeError(message)
-        if max_age < 1:
-            raise ValueError(message)
-        object.__setattr__(self, "max_loss_age_epochs", int(max_age))
-        object.__setattr__(
-            self,
-            "loss_based_sift_config",
-            _from_mapping(LossConfig, self.loss_based_sift_config, "loss_based_sift_config"),
-        )
+        self._settle(beta_value=_checked_beta_value(self.beta_value),
+                     loss_history_length=_checked_loss_history_length(self.loss_history_length),
+                     max_loss_age_epochs=_checked_count(self.max_loss_age_epochs, "max_loss_age_epochs"))
 
     def selector(self, context: SelectionContext) -> StaleLossSelector:
         return StaleLossSelector(self, context)
 
 
 @dataclass(frozen=True)
-class StaleSBSiftConfig(SiftPolicy):
+class StaleSBSiftConfig(BuiltInPolicy):
     """Selective Backprop's Stale-SB (Jiang et al. 2019): smart sifting's rule on losses scored every few epochs.
 
     A sample is scored by a no-grad forward pass (the loader's scoring pass, its time counted as scoring) when it
@@ -249,22 +245,9 @@ class StaleSBSiftConfig(SiftPolicy):
     rescore_every_epochs: int = 3
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "beta_value", _checked_beta_value(self.beta_value))
-        object.__setattr__(
-            self, "loss_history_length", _checked_loss_history_length(self.loss_history_length)
-        )
-        every = self.rescore_every_epochs
-        message = f"rescore_every_epochs must be an int >= 1, got {every!r}"
-        if not is_int(every):
-            raise TypeError(message)
-        if every < 1:
-            raise ValueError(message)
-        object.__setattr__(self, "rescore_every_epochs", int(every))
-        object.__setattr__(
-            self,
-            "loss_based_sift_config",
-            _from_mapping(LossConfig, self.loss_based_sift_config, "loss_based_sift_config"),
-        )
+        self._settle(beta_value=_checked_beta_value(self.beta_value),
+                     loss_history_length=_checked_loss_history_length(self.loss_history_length),
+                     rescore_every_epochs=_checked_count(self.rescore_every_epochs, "rescore_every_epochs"))
 
     def selector(self, context: SelectionContext) -> StaleSBSelector:
         return StaleSBSelector(self, context)
@@ -279,7 +262,7 @@ def _no_delay() -> LossConfig:
 
 
 @dataclass(frozen=True)
-class InfoBatchSiftConfig(SiftPolicy):
+class InfoBatchSiftConfig(BuiltInPolicy):
     """InfoBatch: prune a random ``prune_ratio`` of the samples whose last training loss is below the mean.
 
     At each epoch the threshold is the mean of the remembered training losses.
@@ -327,13 +310,7 @@ class InfoBatchSiftConfig(SiftPolicy):
             raise TypeError(message)
         if not 0 <= anneal_fraction < 1:  # also rejects NaN
             raise ValueError(message)
-        object.__setattr__(self, "prune_ratio", float(prune_ratio))
-        object.__setattr__(self, "anneal_fraction", float(anneal_fraction))
-        object.__setattr__(
-            self,
-            "loss_based_sift_config",
-            _from_mapping(LossConfig, self.loss_based_sift_config, "loss_based_sift_config"),
-        )
+        self._settle(prune_ratio=float(prune_ratio), anneal_fraction=float(anneal_fraction))
 
     def selector(self, context: SelectionContext) -> InfoBatchSelector:
         return InfoBatchSelector(self, context)
@@ -345,7 +322,7 @@ class _KeepAll(Selector):
 
 
 @dataclass(frozen=True)
-class PassThroughSiftConfig(SiftPolicy):
+class PassThroughSiftConfig(BuiltInPolicy):
     """The baseline inside a script: every batch passes through untouched, the very same objects; nothing is scored.
 
     ``python -m sift_bench.sagemaker --sifter none`` puts it in place of a script's own config, so the script runs
@@ -359,11 +336,7 @@ class PassThroughSiftConfig(SiftPolicy):
     loss_based_sift_config: LossConfig = field(default_factory=_no_delay)
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self,
-            "loss_based_sift_config",
-            _from_mapping(LossConfig, self.loss_based_sift_config, "loss_based_sift_config"),
-        )
+        self._settle()
 
     def selector(self, context: SelectionContext) -> Selector:
         return _KeepAll()
