@@ -161,7 +161,7 @@ def test_torchrun_trains_every_policy_into_one_run_per_job(task, tmp_path):
                         f"hydra.sweep.dir={tmp_path}/multirun"], tmp_path, timeout=420)
     assert result.returncode == 0, result.stderr[-4000:]
     counts = BATCHES.findall(result.stdout)
-    assert len(counts) == 2 * 5
+    assert len(counts) == 2 * (1 + len(POLICIES))  # two ranks' lines per job: the baseline and every policy
     jobs = [dict(counts[i:i + 2]) for i in range(0, len(counts), 2)]
     assert all(set(job) == {"0", "1"} and job["0"] == job["1"] for job in jobs), jobs
     client = MlflowClient(store)
