@@ -18,7 +18,7 @@ ARTIFACTS_FOLDER = "mlartifacts"
 SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
 # An experiment of model training, not of GenAI: MLflow 3's UI reads this tag (its experiment-kind selector writes
 # it) and then opens the experiment on its runs, not on the GenAI overview and traces. Set when sift_bench creates
-# an experiment; one made before keeps its tags (docs/configuration.md, "Looking at runs").
+# an experiment, and on one made before at its next job (docs/configuration.md, "Looking at runs").
 EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 
 
@@ -77,6 +77,10 @@ def _use_store(uri: str, experiment_name: str) -> str:
     client = MlflowClient(uri)
     experiment = client.get_experiment_by_name(experiment_name)
     if experiment is not None:
+        # An experiment made before the tag existed (the committed stores) gets it at its next job, once.
+        for key, value in EXPERIMENT_TAGS.items():
+            if experiment.tags.get(key) != value:
+                client.set_experiment_tag(experiment.experiment_id, key, value)
         return experiment.experiment_id
     store_file = sqlite_file(uri)
     if store_file is None:

@@ -426,6 +426,10 @@ def test_a_table_resume_trains_again_a_run_timed_at_another_machine_speed_than_i
     # the random run's 1.5 times its baseline's (a host that slowed between the two).
     client.log_metric(by_sifter["none"], "eval_time_s", 10.0, step=100)
     client.log_metric(by_sifter["random"], "eval_time_s", 15.0, step=100)
+    # Both timed on a quiet machine: a smoke run lasts a fraction of a second, in which one blip of another process
+    # reads as contention, and that rule (tested on its own below) would retrain it first.
+    for run_id in by_sifter.values():
+        client.log_metric(run_id, "other_cpu_fraction", 0.0, step=100)
     plain = run_cli(sifted, tmp_path, timeout=120)
     assert f"skipped, run {by_sifter['random']}" in plain.stdout  # off by default
     again = run_cli([*sifted, "tracking.rerun_contended=true"], tmp_path)

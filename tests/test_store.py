@@ -126,3 +126,9 @@ def test_an_empty_or_missing_file_is_a_new_store(tmp_path):
     assert store.use_store(uri, "sift_bench") == experiment_id
     # An experiment of model training: MLflow's UI opens it on its runs, not on the GenAI overview.
     assert MlflowClient(uri).get_experiment(experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
+    # One made before the tag existed gets it at its next job.
+    client = MlflowClient(uri)
+    client.delete_experiment_tag(experiment_id, "mlflow.experimentKind")
+    assert "mlflow.experimentKind" not in client.get_experiment(experiment_id).tags
+    assert store.use_store(uri, "sift_bench") == experiment_id
+    assert client.get_experiment(experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
