@@ -5,8 +5,9 @@
 
 Starts `mlflow ui` on loopback in the store's folder (`sqlite:///mlflow.db`, its artifacts beside it), then loads in
 headless Chromium (JavaScript run, the page's DOM dumped after it settles):
-- the experiment's page: it must list runs (a run name of the table, `sst2_bert cpu ...`), that is open on the runs of a
-  model-training experiment (`mlflow.experimentKind`), not on the GenAI overview;
+- the experiment's page in the model-training workflow (`?workflowType=machine_learning`: MLflow 3.17's UI opens on
+  the GenAI overview otherwise, whatever the experiment's `mlflow.experimentKind` tag): it must show its runs table
+  (`N matching runs`, the sweeps' parent runs `bert_table cpu ...`);
 - the compare view that report.md links for the table's first row (`#/compare-runs?runs=[...]&experiments=[...]`):
   it must show that row's run ids.
 Prints one line per page, `ok` or what was missing, saves a screenshot of each with --screenshots, and exits 1 if a
@@ -79,7 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         wait_for(f"{base}/health", 90)
         first_run_ids = re.findall(r"%22([0-9a-f]{32})%22", links[0][1])
-        pages = [("experiment", f"{base}/#/experiments/1", ["sst2_bert cpu", "cifar10_resnet cpu"]),
+        # MLflow 3.17's UI opens an experiment in the workflow its global switch holds (GenAI by default, remembered
+        # per browser); the URL's workflowType picks model training, as report.md's links do.
+        pages = [("experiment", f"{base}/#/experiments/1?workflowType=machine_learning",
+                  ["matching runs", "bert_table cpu", "resnet_table cpu"]),
                  ("compare", f"{base}/{links[0][1]}", first_run_ids[:1])]
         if args.screenshots:
             args.screenshots.mkdir(parents=True, exist_ok=True)
@@ -89,8 +93,7 @@ def main(argv: list[str] | None = None) -> int:
                 dom = dump_dom(args.chromium, url, Path(profile), shot)
                 # The runs table draws the rows in view only: one of the wanted texts is enough.
                 found = any(text in dom for text in wanted)
-                status = "ok" if found else f"none of {wanted} on the page" + (" (a GenAI view)" if "Traces" in dom
-                                                                              else "")
+                status = "ok" if found else f"none of {wanted} on the page"
                 failed += status != "ok"
                 print(f"{name:10s} {status}  ({url}, {len(dom)} characters of DOM)")
     finally:
