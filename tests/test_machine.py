@@ -91,9 +91,10 @@ def test_on_this_machine_auto_is_bf16_exactly_where_the_kernel_lists_native_bf16
     # sift_bench may not.
     from pathlib import Path
 
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the kernel's own flag list is Linux's /proc/cpuinfo")
     cpuinfo = Path("/proc/cpuinfo")
-    if not cpuinfo.exists():
-        pytest.skip("no /proc/cpuinfo to check the probe against (not Linux)")
+    assert cpuinfo.exists(), "a Linux machine without /proc/cpuinfo: the probe cannot be checked"
     flags = next(line.split(":", 1)[1].split() for line in cpuinfo.read_text().splitlines()
                  if line.startswith("flags"))
     native = "amx_bf16" in flags or "avx512_bf16" in flags
