@@ -42,6 +42,7 @@ What the wrapper does with Lightning, and why:
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
 import time
@@ -55,6 +56,7 @@ from lightning.pytorch.utilities.data import _update_dataloader
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, SequentialSampler
 
 from sift_bench.data.sharding import ShardedRandomSampler
+from sift_bench.distributed import collect_models_before_leaving
 from sift_bench.sifting import Loss, SiftingDataloader, SiftPolicy, hooks
 
 # The wrapped module's hooks that Lightning may call, other than train_dataloader.
@@ -292,6 +294,12 @@ class SamplesSeenSchedule(pl.Callback):
         self.steps_taken: list[int] = []
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if dist.is_available() and dist.is_initialized():
+            # Lightning destroys the process group at exit with the trainer's DDP model still in a reference cycle,
+            # which can abort a gloo rank (see collect_models_before_leaving). atexit runs the last registered
+            # first, so this runs before Lightning's destroy; unregistering first keeps it to one registration.
+            atexit.unregister(collect_models_before_leaving)
+            atexit.register(collect_models_before_leaving)
         if trainer.max_steps == self.datamodule.planned_steps:
             trainer.fit_loop.epoch_loop.max_steps = -1  # the optimizers are configured; training counts epochs
 
