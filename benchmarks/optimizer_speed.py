@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from sift_bench.models.resnet import build_resnet
 from sift_bench.machine import machine_tags
-from sift_bench.train import build_optimizer
+from sift_bench.loop_parts import build_optimizer
 
 IMPLEMENTATIONS = ("for-loop", "foreach", "fused")
 

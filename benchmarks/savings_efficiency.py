@@ -23,7 +23,8 @@ from omegaconf import open_dict
 
 import sift_bench.schema  # noqa: F401  (registers the typed configs the yaml files extend)
 from sift_bench.tasks import build_task
-from sift_bench.train import autocast_factory, build_optimizer, train
+from sift_bench.loop_parts import autocast_factory, build_optimizer
+from sift_bench.train import train
 from sift_bench.validation import resolve_precision, validate
 
 # The table's rows whose % accepted lands near 0.5 and 0.25, plus the loss-memory policies.

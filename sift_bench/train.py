@@ -4,7 +4,6 @@ The loop never looks inside a batch: the task supplies the per-sample loss and t
 and `SiftingDataloader` stands in for the task's loader when a sifter is configured.
 """
 
-import contextlib
 import logging
 import math
 import sys
@@ -15,48 +14,13 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from sift_bench import distributed
+from sift_bench.loop_parts import autocast_factory, build_optimizer, scoring_loss
 from sift_bench.recorder import EvalPoint, RunRecorder, TrainResult
 from sift_bench.schedule import SampleSchedule
-from sift_bench.sifting import Loss, SiftingDataloader
+from sift_bench.sifting import SiftingDataloader
 from sift_bench.tasks import TaskParts
 
 log = logging.getLogger(__name__)
-
-
-class TaskLoss(Loss):
-    """Adapts a task's per-sample loss to the sifter's `Loss` interface, under the run's autocast."""
-
-    def __init__(self, per_sample_loss: Callable, autocast: Callable):
-        self.per_sample_loss = per_sample_loss
-        self.autocast = autocast
-
-    def loss(self, model, transformed_batch, original_batch=None):
-        with self.autocast():
-            return self.per_sample_loss(model, original_batch)
-
-
-def build_optimizer(model: torch.nn.Module, optimizer_cfg) -> torch.optim.Optimizer:
-    # No weight decay on biases and normalisation weights (1-d tensors): the usual recipe for both ResNets and BERT.
-    decay = [p for p in model.parameters() if p.requires_grad and p.dim() > 1]
-    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() <= 1]
-    groups = [{"params": decay, "weight_decay": optimizer_cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    # torch's default on the CPU is the per-tensor for-loop; foreach and fused do one kernel over all tensors.
-    implementation = {"for-loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}[
-        optimizer_cfg.implementation]
-    if optimizer_cfg.name == "sgd":
-        return torch.optim.SGD(groups, lr=optimizer_cfg.lr, momentum=optimizer_cfg.momentum, nesterov=optimizer_cfg.nesterov,
-                               **implementation)
-    if optimizer_cfg.name == "adamw":
-        return torch.optim.AdamW(groups, lr=optimizer_cfg.lr, betas=tuple(optimizer_cfg.betas), eps=optimizer_cfg.eps,
-                                 **implementation)
-    raise ValueError(f"trainer.optimizer.name must be 'sgd' or 'adamw', got {optimizer_cfg.name!r}")
-
-
-def autocast_factory(device: torch.device, precision: str) -> Callable:
-    if precision == "fp32":
-        return contextlib.nullcontext
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
-    return lambda: torch.autocast(device_type=device.type, dtype=dtype)
 
 
 # Wall seconds between two progress lines in the log where no progress bar is drawn (ProgressLog).
@@ -127,13 +91,13 @@ def model_for_ranks(model: torch.nn.Module, device: torch.device, seed: int) -> 
 
 
 def sifting_loader(parts: TaskParts, sift_config, autocast: Callable, epochs: int, seed: int,
-                   sync: str) -> SiftingDataloader | None:
-    """The task's loader wrapped in the sifter `sift_config` asks for (scoring with the task's loss, under the run's
+                   sync: str, optimizer_cfg) -> SiftingDataloader | None:
+    """The task's loader wrapped in the sifter `sift_config` asks for (scoring with `scoring_loss`, under the run's
     autocast); None for the baseline."""
     if sift_config is None:
         return None
-    return SiftingDataloader(sift_config, parts.train_loader, TaskLoss(parts.per_sample_loss, autocast), parts.model,
-                             seed=seed, num_samples=parts.num_train_samples, num_epochs=epochs, sync=sync)
+    return SiftingDataloader(sift_config, parts.train_loader, scoring_loss(parts, sift_config, autocast, optimizer_cfg),
+                             parts.model, seed=seed, num_samples=parts.num_train_samples, num_epochs=epochs, sync=sync)
 
 
 def training_step(parts: TaskParts, train_model: torch.nn.Module, batch, autocast: Callable,
@@ -143,11 +107,7 @@ def training_step(parts: TaskParts, train_model: torch.nn.Module, batch, autocas
     with autocast():
         losses = parts.per_sample_loss(train_model, batch)
     optimizer.zero_grad(set_to_none=True)
-    if feedback is not None:
-        (losses * feedback.batch_weights().to(losses.device)).mean().backward()
-        feedback.record_losses(losses.detach())
-    else:
-        losses.mean().backward()
+    (feedback.training_loss(losses) if feedback is not None else losses.mean()).backward()
     optimizer.step()
     return losses.detach()
 
@@ -179,7 +139,7 @@ def train(
     total_samples = trainer_cfg.epochs * parts.num_train_samples
     schedule = SampleSchedule(optimizer, total_samples, trainer_cfg.schedule.name,
                               trainer_cfg.schedule.warmup_fraction, trainer_cfg.schedule.final_lr_fraction)
-    sifter = sifting_loader(parts, sift_config, autocast, trainer_cfg.epochs, seed, sync)
+    sifter = sifting_loader(parts, sift_config, autocast, trainer_cfg.epochs, seed, sync, trainer_cfg.optimizer)
     loader = parts.train_loader if sifter is None else sifter
     # Stale-loss and InfoBatch sifters decide from the training losses, so the loop hands them back.
     feedback = sifter if sifter is not None and sifter.uses_training_losses else None

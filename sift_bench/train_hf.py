@@ -35,7 +35,7 @@ from sift_bench.integrations.transformers import SiftingTrainer
 from sift_bench.recorder import EvalPoint, RunRecorder, TrainResult
 from sift_bench.sifting import Loss
 from sift_bench.tasks import TaskParts
-from sift_bench.train import TaskLoss, autocast_factory
+from sift_bench.loop_parts import autocast_factory, scoring_loss
 from sift_bench.validation import check_hf_trainer_schedule
 
 # trainer.schedule.name (one of validation.HF_TRAINER_SCHEDULES) -> the Trainer's lr_scheduler_type (cosine to a
@@ -198,7 +198,7 @@ def train(
         else:
             # The scoring policies score with the native loop's loss; the training-loss policies train with theirs.
             sift_loss = (_MeteredTaskLoss(meter) if sift_config.uses_training_losses
-                         else TaskLoss(parts.per_sample_loss, autocast))
+                         else scoring_loss(parts, sift_config, autocast, trainer_cfg.optimizer))
             trainer = _SiftingTaskTrainer(model=parts.model, args=args, meter=meter, sift_config=sift_config,
                                           sift_loss=sift_loss, sift_sync=sync)
         meter.trainer = trainer

@@ -285,12 +285,12 @@ def test_every_table_sweep_runs_at_smoke_scale(table, store, tmp_path):
     rows = len((CONF_DIR / "experiment" / f"{table}.yaml").read_text().split("+table_row:")[1].split("\n")[0].split(","))
     assert len(children) == rows and all(r.info.status == "FINISHED" for r in children)
     assert {r.data.tags["sifter"] for r in children} == {"none", "relative_probabilistic", "random", "stale_loss",
-                                                          "stale_sb", "infobatch"}
+                                                          "stale_sb", "infobatch", "proxy"}
     for run in children:
         metrics = run.data.metrics
         assert 0 < metrics["pct_accepted"] <= 100
-        scoring = run.data.tags["sifter"] in ("relative_probabilistic", "stale_sb")
-        # Only smart sifting and Stale-SB score, and they do unless the delay outlasts the run (delay_long here).
+        scoring = run.data.tags["sifter"] in ("relative_probabilistic", "stale_sb", "proxy")
+        # Only smart sifting, Stale-SB and the proxy scorer score, and they do unless the delay outlasts the run (delay_long here).
         assert (metrics["sift_time_s"] > 0) == (scoring and metrics["pct_accepted"] < 100)
 
 
@@ -448,7 +448,7 @@ def test_help_says_what_sift_bench_does_with_the_commands_and_groups(tmp_path):
     assert "python -m sift_bench +experiment=bert" in result.stdout
     # The groups a user picks, each with its options; none of those the configs pick themselves.
     assert "+experiment: bert, bert_hf, bert_table" in result.stdout
-    assert "sifter: infobatch, none, random, relative_probabilistic, stale_loss, stale_sb" in result.stdout
+    assert "sifter: infobatch, none, proxy, random, relative_probabilistic, stale_loss, stale_sb" in result.stdout
     assert "task: cifar10_resnet, sst2_bert" in result.stdout and "scale: cpu, gpu, smoke" in result.stdout
     assert "joblib" in result.stdout and "slurm" in result.stdout
     for internal in ("schema:", "table_row:", "task_scale:"):

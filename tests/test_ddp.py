@@ -23,6 +23,8 @@ from sift_bench.validation import ConfigError, validate
 
 WORKER = ROOT / "tests" / "ddp_sifter_worker.py"
 POLICIES = ("relative_probabilistic", "random", "stale_loss", "stale_sb", "infobatch")
+# The harness's sifters under torchrun: the worker's policies and the proxy scorer, whose proxy the task builds.
+HARNESS_POLICIES = (*POLICIES, "proxy")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
 
 
@@ -155,13 +157,13 @@ BATCHES = re.compile(r"rank (\d) of 2: (\d+) batches")
 @pytest.mark.parametrize("task", ["sst2_bert", "cifar10_resnet"])
 def test_torchrun_trains_every_policy_into_one_run_per_job(task, tmp_path):
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    sifters = ",".join(("none", *POLICIES))
+    sifters = ",".join(("none", *HARNESS_POLICIES))
     result = run_group([*TORCHRUN, "-m", "sift_bench", "-m", f"task={task}", "scale=smoke", "trainer.epochs=3",
                         f"sifter={sifters}", f"tracking.uri={store}",
                         f"hydra.sweep.dir={tmp_path}/multirun"], tmp_path, timeout=420)
     assert result.returncode == 0, result.stderr[-4000:]
     counts = BATCHES.findall(result.stdout)
-    assert len(counts) == 2 * (1 + len(POLICIES))  # two ranks' lines per job: the baseline and every policy
+    assert len(counts) == 2 * (1 + len(HARNESS_POLICIES))  # two ranks' lines per job: the baseline and every policy
     jobs = [dict(counts[i:i + 2]) for i in range(0, len(counts), 2)]
     assert all(set(job) == {"0", "1"} and job["0"] == job["1"] for job in jobs), jobs
     client = MlflowClient(store)
@@ -169,7 +171,7 @@ def test_torchrun_trains_every_policy_into_one_run_per_job(task, tmp_path):
                               filter_string="tags.sifter != ''")
     jobs_runs = [run for run in runs if run.data.tags.get("run_kind") != "sweep"]
     # Rank 0 alone talks to MLflow: one run per job, not one per rank.
-    assert sorted(run.data.tags["sifter"] for run in jobs_runs) == sorted(("none", *POLICIES))
+    assert sorted(run.data.tags["sifter"] for run in jobs_runs) == sorted(("none", *HARNESS_POLICIES))
     for run in jobs_runs:
         assert run.info.status == "FINISHED"
         assert run.data.tags["world_size"] == "2" and run.data.params["world_size"] == "2"

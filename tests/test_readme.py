@@ -85,13 +85,15 @@ def test_the_readme_status_is_the_table_the_committed_reports_print():
 
 def test_every_committed_verdict_agrees_with_its_interval():
     """A verdict against the frontier is its 95 % interval read aloud: `above` exactly when the interval lies above
-    0, `below` exactly when it lies below, on test and on validation, in every committed table."""
+    0, `below` exactly when it lies below, on test and on validation, at equal time and at equal work, in every
+    committed table."""
     import pandas as pd
 
     checked = 0
     for folder in ("cpu", "cpu_long"):
         table = pd.read_csv(ROOT / "results" / folder / "table.csv")
-        for prefix in ("", "val_"):
+        # At equal time, and at equal work (`work_*`, scoring counted at its measured cost).
+        for prefix in ("", "val_", "work_", "val_work_"):
             lo, hi = table[f"{prefix}accuracy_vs_frontier_lo"], table[f"{prefix}accuracy_vs_frontier_hi"]
             verdicts = table[f"{prefix}verdict_vs_frontier"]
             assert ((verdicts == "above") == (lo > 0)).all(), folder

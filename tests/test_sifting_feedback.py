@@ -496,3 +496,21 @@ def test_record_losses_misuse_is_named():
         sifter.record_losses(torch.zeros(32))
     next(iterator)
     sifter.record_losses(torch.zeros(32))  # a new batch takes its losses again
+
+
+def test_training_loss_records_the_losses_and_weights_them_as_the_two_calls_do():
+    sifter = sifter_for(infobatch_config(prune_ratio=0.5), 512, num_epochs=4, batch_size=64)
+    train_epoch(sifter, fresh_draws())  # epoch 0 remembers every loss, so epoch 1 prunes and upweights
+    for step, (_, ids) in enumerate(sifter):
+        losses = torch.rand(len(ids), requires_grad=True)
+        loss = sifter.training_loss(losses)
+        weights = sifter.batch_weights()
+        assert loss.item() == pytest.approx((losses.detach() * weights).mean().item())
+        assert torch.equal(sifter.sample_memory.losses[ids], losses.detach())  # recorded, by sample id
+        loss.backward()
+        assert torch.allclose(losses.grad, weights / len(ids))
+        if step == 2:
+            break
+    assert (sifter.batch_weights() == 2.0).any()  # some kept below-mean samples carry 1 / (1 - 0.5)
+    with pytest.raises(RuntimeError, match="already called"):
+        sifter.training_loss(torch.rand(len(ids)))  # once per batch, as record_losses

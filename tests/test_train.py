@@ -192,3 +192,51 @@ def test_the_progress_line_comes_at_a_steady_interval_and_a_terminal_gets_the_ba
     # trainer.progress=true; with it false there is no bar anywhere.
     for enabled in (True, False):
         assert isinstance(_progress_bar(10, enabled), ProgressLog)
+
+
+@pytest.mark.parametrize("task", ["cifar10_resnet", "sst2_bert"])
+def test_the_proxy_scorer_scores_with_a_smaller_model_that_learns_alongside(task, tmp_path):
+    cfg = smoke_config([f"task={task}", "sifter=proxy", "trainer.epochs=3"], tmp_path)
+    torch.manual_seed(cfg.seed)
+    parts = build_task(cfg, torch.device("cpu"))
+    proxy = parts.proxy_model(0.25)
+    # A quarter of the model's size: a narrower ResNet, a BERT with fewer layers; same inputs, same classes.
+    assert sum(p.numel() for p in proxy.parameters()) < sum(p.numel() for p in parts.model.parameters())
+    result = train(parts, cfg.trainer, torch.device("cpu"), cfg.scale.precision, validate(cfg), seed=cfg.seed)
+    assert result.sift_time_s > 0.0 and result.samples_scored > 0
+    assert 30.0 < result.pct_accepted < 75.0  # beta 1 keeps about half, after the delay's full batches
+    assert result.samples_seen == 3 * parts.num_train_samples
+
+
+def test_the_proxy_loss_trains_its_proxy_under_the_loaders_no_grad_and_returns_detached_losses():
+    from sift_bench.sifting import ProxyLoss
+
+    torch.manual_seed(0)
+    proxy = torch.nn.Linear(4, 3)
+    before = proxy.weight.detach().clone()
+    inputs, labels = torch.randn(16, 4), torch.randint(0, 3, (16,))
+    proxy_loss = ProxyLoss(proxy, lambda model, batch: torch.nn.functional.cross_entropy(
+        model(batch[0]), batch[1], reduction="none"), torch.optim.SGD(proxy.parameters(), lr=0.5))
+    with torch.no_grad():  # as the loader scores
+        first = proxy_loss.loss(torch.nn.Identity(), None, (inputs, labels))
+        for _ in range(20):
+            last = proxy_loss.loss(torch.nn.Identity(), None, (inputs, labels))
+    assert first.shape == (16,) and not first.requires_grad
+    assert not torch.equal(proxy.weight, before) and proxy_loss.steps == 21
+    assert last.mean() < first.mean()  # it learns from what it scores
+
+
+def test_the_proxy_policy_refuses_a_loss_that_is_not_a_proxy_loss():
+    from sift_bench.sifting import LossConfig, ProxySiftConfig, SiftingBaseConfig, SiftingDataloader
+    from sift_bench.loop_parts import TaskLoss
+
+    policy = ProxySiftConfig(beta_value=1, loss_history_length=50,
+                             loss_based_sift_config=LossConfig(sift_config=SiftingBaseConfig(sift_delay=0)))
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 4)), batch_size=4)
+    with pytest.raises(TypeError, match="ProxySiftConfig scores with a proxy model: loss_impl must be a "
+                                        "sift_bench.sifting.ProxyLoss"):
+        SiftingDataloader(policy, loader, TaskLoss(lambda model, batch: batch[0].sum(1), None),
+                          torch.nn.Identity())
+    with pytest.raises(ValueError, match=r"proxy_size must be a number in \(0, 1\]"):
+        ProxySiftConfig(beta_value=1, loss_history_length=50, proxy_size=1.5,
+                        loss_based_sift_config=LossConfig(sift_config=SiftingBaseConfig(sift_delay=0)))

@@ -252,9 +252,7 @@ class TrainerSifting:
             # Evaluation (prediction_step) and the other policies keep the Trainer's own loss.
             return compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
         losses = self.loss.loss(model, default_batch_transform(inputs).transform(inputs), inputs)
-        sifter.record_losses(losses)  # checks the shape; keeps a detached CPU copy
-        weights = sifter.batch_weights().to(losses.device, losses.dtype)
-        loss = (losses.reshape(-1) * weights).mean()
+        loss = sifter.training_loss(losses)  # recorded (a detached CPU copy) and weighted, as the native loop does
         return (loss, None) if return_outputs else loss
 
 

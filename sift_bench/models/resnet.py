@@ -60,8 +60,10 @@ ARCHITECTURES = {
 }
 
 
-def build_resnet(arch: str, num_classes: int = 10, width_multiplier: int = 1) -> CifarResNet:
+def build_resnet(arch: str, num_classes: int = 10, width_multiplier: float = 1) -> CifarResNet:
+    """`arch` with every stage's channels times `width_multiplier`, rounded (at least 1): a fraction gives the
+    narrow proxy of sifter=proxy, 0.25 a ResNet-20 of 4/8/16 channels."""
     if arch not in ARCHITECTURES:
         raise ValueError(f"task.model.arch must be one of {sorted(ARCHITECTURES)}, got {arch!r}")
     blocks, widths = ARCHITECTURES[arch]
-    return CifarResNet(blocks, [w * width_multiplier for w in widths], num_classes)
+    return CifarResNet(blocks, [max(1, round(w * width_multiplier)) for w in widths], num_classes)

@@ -17,11 +17,13 @@ import pandas as pd
 
 from sift_bench import report
 from sift_bench.portable import relative_frame, relative_text
-from sift_bench.report import markdown
+from sift_bench.report import budget, claims, markdown, status
 from sift_bench.report.notes import report_notes
-from sift_bench.report.plots import (PLOT_FILES, SAVINGS_PLOT, SAVINGS_PLOT_CAPTION, TIME_PLOT,
-                                     plot_accuracy_vs_savings, plot_accuracy_vs_time, time_plot_caption)
+from sift_bench.report.plots import (BREAK_EVEN_CAPTION, BREAK_EVEN_PLOT, PLOT_FILES, SAVINGS_PLOT,
+                                     SAVINGS_PLOT_CAPTION, TIME_PLOT, plot_accuracy_vs_savings, plot_accuracy_vs_time,
+                                     plot_break_even, time_plot_caption)
 from sift_bench.report.sources import NothingToReport, read_csv_dir, read_history, read_store, runs_csv_path
+from sift_bench.report.verdicts import interval_text
 
 # conf/tracking/mlflow.yaml's defaults, so a bare `python -m sift_bench.report` reads what a bare job wrote.
 DEFAULT_URI = "sqlite:///mlflow.db"
@@ -53,6 +55,8 @@ def write_results(out: Path, used: pd.DataFrame, excluded: pd.DataFrame, history
     drawn = plot_accuracy_vs_time(table, history, kinds, scale, out / TIME_PLOT)
     if drawn:
         plots[TIME_PLOT] = time_plot_caption(drawn)
+    if plot_break_even(table, scale, out / BREAK_EVEN_PLOT):
+        plots[BREAK_EVEN_PLOT] = BREAK_EVEN_CAPTION
 
     notes = report_notes(table, used, time_plot_drawn=TIME_PLOT in plots)
     (out / "report.md").write_text(markdown.render_report(
@@ -96,6 +100,9 @@ def parser() -> argparse.ArgumentParser:
                      help="instead of a table: the budget view (budget.csv, budget.md, budget.png in --out, default "
                           "results/budget) from two or more report folders of the same tasks at different training "
                           "budgets, e.g. --budget-from results/cpu results/cpu_long")
+    cli.add_argument("--claims", type=Path, metavar="PATH",
+                     help="with --budget-from: also the anchors' claims beside the closest measured configurations "
+                          "of those folders' tables, in PATH (markdown, e.g. results/claims.md) and a .csv beside it")
     return cli
 
 
@@ -123,9 +130,6 @@ def csv_scale(runs: pd.DataFrame) -> str | None:
 
 
 def budget_view(cli, args, command: str) -> int:
-    from sift_bench.report import budget, status
-    from sift_bench.report.verdicts import interval_text
-
     if len(args.budget_from) < 2:
         cli.error("--budget-from takes two or more report folders, one per training budget")
     for folder in args.budget_from:
@@ -138,6 +142,10 @@ def budget_view(cli, args, command: str) -> int:
         view = budget.write(args.budget_from, out, command, lines)
     except ValueError as error:
         cli.error(str(error))
+    if args.claims is not None:
+        written = claims.write(args.budget_from, args.claims, command)
+        print(f"sift_bench.report: {len(written)} claim rows; wrote {args.claims} and "
+              f"{args.claims.with_suffix('.csv')}")
     print(f"sift_bench.report: {len(view)} rows over budgets "
           + ", ".join(f"{task} {sorted(int(epochs) for epochs in rows['budget_epochs'].unique())} epochs"
                       for task, rows in view.groupby("task", sort=False))
@@ -217,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     report_command = shlex.join(["python", "-m", "sift_bench.report", *map(relative_text, argv)])
     if args.budget_from:
         return budget_view(cli, args, report_command)
+    if args.claims is not None:
+        cli.error("--claims is built from the tables of --budget-from DIR DIR...; give those folders")
     if args.from_csv and (args.tracking_uri or args.experiment_name):
         cli.error("--from-csv reads CSV files; it takes no --tracking-uri or --experiment-name")
     try:

@@ -120,8 +120,12 @@ def run_rows(used: pd.DataFrame) -> pd.DataFrame:
             unnamed = (rows["sifter"] == INFOBATCH).to_numpy() & rows[name].isna().to_numpy()
             rows[name] = rows[name].where(~unnamed, "samples")
     for name in ("test_accuracy", "val_accuracy", "train_time_s", "sift_time_s", "cost_usd", "pct_accepted",
-                 "time_to_target_s", "work_trained", "other_cpu_fraction", "eval_time_s"):
+                 "time_to_target_s", "work_trained", "other_cpu_fraction", "eval_time_s", "samples_trained",
+                 "samples_seen", "samples_scored"):
         rows[name] = column(used, f"metrics.{name}").to_numpy()
+    # What counting work needs (sift_bench.report.work): the per-rank batch and how many ranks shared the run.
+    rows["batch_size"] = column(used, "params.trainer.batch_size").to_numpy()
+    rows["world_size"] = column(used, "tags.world_size").fillna("1").to_numpy()
     return rows
 
 

@@ -64,6 +64,22 @@ FRONTIER_RULE = (
     "from the `pct_time_savings`, `test_accuracy` and `val_accuracy` of the baseline and random-control rows of "
     "`table.csv`, and every interval from the runs in `runs.csv`.")
 
+WORK_RULE = (
+    "% time saved prices a rule's selection and its scoring pass together, at this machine's cost of a scoring "
+    "forward. Counting work separates them: a run's work is its samples trained plus its candidates scored times "
+    "`scoring_cost_ratio`, the seconds of scoring per scored sample over the rest of the training time per trained "
+    "sample, measured in every run that scored and taken as the median over the task's runs of the same sifter "
+    "(and proxy size) on the same machine kind; `work_savings` = 100 × (1 − work / the baseline's samples trained). Runs logged before `samples_scored` "
+    "existed: smart sifting scored every candidate after its `sift_delay` steps (samples seen − sift_delay × batch "
+    "size, what the runs that log both show), the random control, InfoBatch and the loss-memory variant nothing. "
+    "The frontier is drawn as at equal time through the baseline (0) and the random controls, which score nothing, "
+    "at their % work saved, and the verdict reads the same bootstrap interval. `break_even_scoring_cost` is the "
+    "scoring cost ratio at which the row would sit exactly on that frontier: (baseline samples × (1 − x / 100) − "
+    "samples trained) / samples scored, x the largest % work saved at which the frontier reaches the row's test "
+    "accuracy; a scorer cheaper than it puts the row above the frontier, a dearer one below. `inf`: the row's "
+    "accuracy is above every frontier point; negative: it would be below the frontier with free scoring; `–` for a "
+    "rule that scores nothing, or an accuracy below every frontier point.")
+
 # What each built-in sifter name means, so that a row is read as the method it is.
 SIFTER_LEGEND = (
     "Sifters: `none`, the baseline (every sample trained on); `random`, the control (keeps `keep_fraction` "
@@ -71,7 +87,9 @@ SIFTER_LEGEND = (
     "probability p ** beta_value, p its mid-rank in the loss history); `stale_sb`, Selective Backprop's Stale-SB "
     "as written (the same rule on losses scored every `rescore_every_epochs` epochs, its scoring passes paid for); "
     "`stale_loss`, sift_bench's own loss-memory variant, not Stale-SB (the same rule on each sample's last "
-    "training loss, no scoring pass, a sample whose loss is older than `max_loss_age_epochs` kept); `infobatch`, "
+    "training loss, no scoring pass, a sample whose loss is older than `max_loss_age_epochs` kept); `proxy`, the "
+    "cheaper scorer (the same rule on losses from a model of `proxy_size` times the model's size that learns from "
+    "the candidates it scores, its forward, backward and step counted as scoring); `infobatch`, "
     "InfoBatch (prunes below-mean training losses at random and upweights the rest; `anneal_by=epochs` is the "
     "official schedule, whole epochs; runs without `anneal_by` ran the earlier by-samples schedule).")
 
@@ -143,6 +161,27 @@ def frontier_tables(table: pd.DataFrame) -> list[str]:
         lines += [markdown_table(header, [
             [r["config"], r["pct_time_savings"], r["test_accuracy"], r["frontier_accuracy"], r["frontier_savings"],
              *_against_frontier(r, ""), *_against_frontier(r, "val_"), r["bootstrap_seeds"]]
+            for _, r in sifted.iterrows()]), ""]
+    return lines
+
+
+def work_tables(table: pd.DataFrame) -> list[str]:
+    """Per task, every sifted configuration at equal time and at equal work, with its break-even scoring cost."""
+    lines = []
+    for task, rows in table.groupby("task", dropna=False, sort=False):
+        sifted = rows[is_sifted(rows)]
+        if sifted.empty:
+            continue
+        baseline_samples = rows.loc[rows["sifter"] == BASELINE, "samples_trained"].mean()
+        header = ["configuration", "% samples trained", "scored per sample trained", "% time saved",
+                  "verdict at equal time", "% work saved", "vs frontier at equal work [95 %]",
+                  "verdict at equal work", "scoring cost ratio", "break-even ratio"]
+        lines += [f"**{fmt(task)}**", "", markdown_table(header, [
+            [r["config"], 100 * r["samples_trained"] / baseline_samples, r["samples_scored"] / r["samples_trained"],
+             r["pct_time_savings"], r["verdict_vs_frontier"], r["work_savings"],
+             interval_text(r["work_accuracy_vs_frontier"], r["work_accuracy_vs_frontier_lo"],
+                           r["work_accuracy_vs_frontier_hi"]),
+             r["work_verdict_vs_frontier"], r["scoring_cost_ratio"], r["break_even_scoring_cost"]]
             for _, r in sifted.iterrows()]), ""]
     return lines
 
@@ -244,6 +283,9 @@ def comparison_sections(table: pd.DataFrame, used: pd.DataFrame) -> list[str]:
         "## Against the uniform-subsampling frontier", "",
         FRONTIER_RULE, "",
         *frontier_tables(table),
+        "## At equal work: what selection buys before scoring is paid", "",
+        WORK_RULE, "",
+        *work_tables(table),
         "## Sifting against the random control", "",
         "Each sifted configuration against the random control (sifter=random) of the same task at the same % "
         "accepted, so both train on as many samples. Rule: " + CONTROL_RULE + " This compares at equal data, not "
@@ -285,6 +327,9 @@ def runs_section(used: pd.DataFrame, excluded: pd.DataFrame, scale: str) -> list
         + f"; reruns of an identical config and seed {len(reruns)} (the latest kept; every clean baseline run stays, "
         "each a timing of the machine, and a contended one goes when a clean twin replaced it)"
         + f"; sweep parents {len(parents)}"
+        + (f"; superseded variants {len(left_out(Exclusion.SUPERSEDED))} (InfoBatch's earlier by-samples schedule, "
+           "logged before `anneal_by`: the table holds InfoBatch as written)"
+           if len(left_out(Exclusion.SUPERSEDED)) else "")
         + (f"; runs of machine kinds other than `--machine` {len(other_machines)}" if len(other_machines) else "")
         + (f"; runs of tasks not asked for with `--task` {len(other_tasks)} ("
            + ", ".join(f"{name}: {count}" for name, count in

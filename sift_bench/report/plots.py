@@ -12,7 +12,12 @@ from sift_bench.report import markdown
 
 SAVINGS_PLOT = "accuracy_vs_savings.png"
 TIME_PLOT = "accuracy_vs_time.png"
-PLOT_FILES = (SAVINGS_PLOT, TIME_PLOT)
+BREAK_EVEN_PLOT = "break_even.png"
+PLOT_FILES = (SAVINGS_PLOT, TIME_PLOT, BREAK_EVEN_PLOT)
+BREAK_EVEN_CAPTION = ("Per task and scoring rule's configuration: the scoring cost ratio it would break even at "
+                      "against the uniform-subsampling frontier at equal work (filled circle; an arrow at the right "
+                      "edge where its accuracy is above every frontier point) and the ratio measured here (cross). "
+                      "A cross left of its circle: the scoring is cheap enough for the rule to beat the frontier.")
 SAVINGS_PLOT_CAPTION = ("Test accuracy against % training time saved, per task: the gray line is the "
                         "uniform-subsampling frontier (the baseline at 0 and the random controls), every other "
                         "configuration a numbered point, its number in the key under the axes. Error bars: std over "
@@ -184,3 +189,40 @@ def time_plot_caption(drawn: dict[str, tuple[str, list[str]]]) -> str:
         caption += (" The best sifted configuration is chosen on validation: the equal-time headline's, else the most "
                     f"time saved within {report.HEADLINE_TOLERANCE:g} points of the baseline, else the most accurate.")
     return caption
+
+
+def plot_break_even(table: pd.DataFrame, scale: str, path: Path) -> bool:
+    """Per task, one line per configuration that scores: its break_even_scoring_cost (a filled circle; an arrow at
+    the axis' right edge where it is infinite) and its measured scoring_cost_ratio (a cross). Returns whether it
+    drew anything (no file when no configuration scored)."""
+    scoring = table[report.is_sifted(table) & (table["samples_scored"] > 0)]
+    if scoring.empty:
+        return False
+    plt = _pyplot()
+    tasks = list(scoring["task"].drop_duplicates())
+    most = max(int((scoring["task"] == task).sum()) for task in tasks)
+    figure, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 1.2 + 0.35 * most), squeeze=False)
+    for axis, task in zip(axes[0], tasks):
+        rows = scoring[scoring["task"] == task].iloc[::-1]
+        finite = rows["break_even_scoring_cost"].replace([float("inf"), float("-inf")], float("nan"))
+        right = max(1.0, 1.2 * max(finite.max(skipna=True) if finite.notna().any() else 0.0,
+                                   rows["scoring_cost_ratio"].max(skipna=True)))
+        left = min(0.0, 1.2 * finite.min(skipna=True)) if finite.notna().any() else 0.0
+        positions = range(len(rows))
+        axis.scatter(finite, positions, color="C0", label="break-even scoring cost ratio", zorder=3)
+        unbounded = rows["break_even_scoring_cost"] == float("inf")
+        axis.scatter([right] * int(unbounded.sum()), [p for p, u in zip(positions, unbounded) if u], marker=">",
+                     color="C0", zorder=3)
+        axis.scatter(rows["scoring_cost_ratio"], positions, marker="x", color="C3", label="measured here", zorder=3)
+        axis.axvline(0.0, color="gray", linewidth=0.5)
+        axis.set_xlim(left, right * 1.02)
+        axis.set_yticks(list(positions), [markdown.fmt(config) for config in rows["config"]], fontsize=7)
+        axis.set_xlabel("scoring seconds per sample / training seconds per sample")
+        axis.set_title(_task_title(table[table["task"] == task], task), fontsize=9)
+        axis.legend(fontsize=7, loc="lower right")
+    figure.suptitle(f"scale={scale}: where scoring stops paying, at equal work against uniform subsampling",
+                    fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(figure)
+    return True

@@ -4,8 +4,12 @@ import numpy as np
 import pandas as pd
 
 from sift_bench.machine import CONTENDED_FRACTION
-from sift_bench.report.frame import _tag_or_param, column, machine_kinds
+from sift_bench.report.frame import INFOBATCH, INFOBATCH_SCHEDULE, _tag_or_param, column, machine_kinds
 from sift_bench.report.vocabulary import BASELINE, EXCLUDED_COLUMNS, Exclusion
+
+
+SUPERSEDED_INFOBATCH = ("superseded: InfoBatch's earlier by-samples schedule (logged before anneal_by); the table "
+                        "holds InfoBatch as written, anneal_by=epochs")
 
 
 def choose_machine(kinds: pd.Series, machine: str | None) -> str | None:
@@ -53,6 +57,12 @@ def split_runs(runs: pd.DataFrame, scale: str, machine: str | None = None,
         leave_out(other_task, Exclusion.OTHER_TASK, "task " + tasks[other_task])
     unfinished = reason.isna() & (column(runs, "status") != "FINISHED")
     leave_out(unfinished, Exclusion.UNFINISHED, "status " + column(runs, "status")[unfinished].fillna("unknown"))
+    # InfoBatch before `anneal_by` existed annealed by samples, mid-epoch: not InfoBatch as written (issue 33).
+    # Its runs stay in the store and in excluded.csv; the table holds the official whole-epoch schedule (and
+    # `anneal_by=samples` where a run asks for it by name).
+    superseded = (reason.isna() & (_tag_or_param(runs, "sifter", "sifter.name") == INFOBATCH)
+                  & column(runs, f"params.sifter.{INFOBATCH_SCHEDULE}").isna())
+    leave_out(superseded, Exclusion.SUPERSEDED, SUPERSEDED_INFOBATCH)
     kinds = machine_kinds(runs)
     eligible = reason.isna()
     if machine is not None:
@@ -112,5 +122,5 @@ def exclusion_of_reason(reason) -> str | float:
     if reason == "sweep parent":
         return Exclusion.SWEEP_PARENT.value
     prefixes = {"scale ": Exclusion.OTHER_SCALE, "task ": Exclusion.OTHER_TASK, "status ": Exclusion.UNFINISHED,
-                "machine ": Exclusion.OTHER_MACHINE, "rerun": Exclusion.RERUN}
+                "machine ": Exclusion.OTHER_MACHINE, "rerun": Exclusion.RERUN, "superseded": Exclusion.SUPERSEDED}
     return next((kind.value for prefix, kind in prefixes.items() if reason.startswith(prefix)), np.nan)

@@ -8,6 +8,7 @@ import pandas as pd
 from sift_bench.report.frame import sifter_params
 from sift_bench.report.timing import savings_stats, timed_runs
 from sift_bench.report.verdicts import frontier_columns
+from sift_bench.report.work import add_work, work_frontier_columns, work_stats
 from sift_bench.report.vocabulary import ACCURACIES, BASELINE, CONTROL, TABLE_STATS
 
 
@@ -53,8 +54,10 @@ def build_table(used: pd.DataFrame) -> pd.DataFrame:
     runs'. Times themselves are means over runs, whatever their kind.
     accuracy_baseline and accuracy_delta (test) and their val_ twins are paired by seed (`paired_accuracy`),
     over the seeds in delta_seeds. A run lacking a metric is left out of that metric's mean only.
+    Work (`sift_bench.report.work`): samples trained and scored, the scoring cost ratio and % work saved, means over
+    runs, and the frontier verdict at equal work with the break-even scoring cost (`work_frontier_columns`).
     """
-    rows = timed_runs(used)
+    rows = add_work(timed_runs(used))
     params = sifter_params(used)
     keys = ["task", "sifter", *params]
     columns = ["task", "model", "dataset", "sifter", "config", *params, *TABLE_STATS]
@@ -73,6 +76,7 @@ def build_table(used: pd.DataFrame) -> pd.DataFrame:
             # Per-seed accuracies, for the paired deltas and the frontier's spread; not columns of table.csv.
             **{f"{name}_by_seed": per_seed[name].dropna() for name, _ in ACCURACIES},
             **savings_stats(group),
+            **work_stats(group),
             # Per seed, the mean savings of its timed runs, for the frontier's bootstrap (which resamples a seed's
             # savings with its accuracy); seeds whose savings were all left out are not in it. Not a column.
             "pct_time_savings_by_seed": group.groupby("seed", dropna=False)["run_time_savings"].mean().dropna(),
@@ -90,7 +94,7 @@ def build_table(used: pd.DataFrame) -> pd.DataFrame:
                                                *(_sort_value(table.at[i, name]) for name in params)))
     table = table.loc[order].reset_index(drop=True)
     table["config"] = config_labels(table, params)
-    table = pd.concat([table, frontier_columns(table)], axis=1)
+    table = pd.concat([table, frontier_columns(table), work_frontier_columns(table)], axis=1)
     return table[columns]
 
 

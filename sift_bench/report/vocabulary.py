@@ -29,6 +29,7 @@ class Exclusion(str, Enum):
     UNFINISHED = "unfinished"
     OTHER_MACHINE = "other machine"
     RERUN = "rerun"  # a later run of the same config and seed, or a contended baseline a clean one replaced
+    SUPERSEDED = "superseded"  # a method's earlier variant, replaced by the method as its authors wrote it
 
 
 # The two accuracies and the prefix of their columns: unprefixed columns are test accuracy, `val_` validation.
@@ -39,11 +40,19 @@ FRONTIER_STATS = ("frontier_accuracy", "accuracy_vs_frontier", "accuracy_vs_fron
                   "accuracy_vs_frontier_hi", "verdict_vs_frontier", "frontier_savings", "extra_savings",
                   "extra_savings_lo", "extra_savings_hi", "bootstrap_seeds")
 FRONTIER_COLUMNS = tuple(prefix + name for _, prefix in ACCURACIES for name in FRONTIER_STATS)
+# The same frontier on the % work saved axis (sift_bench.report.work): training-sample equivalents, scoring counted
+# at its measured cost ratio, so the verdict says what selection buys before the machine prices its scoring.
+WORK_FRONTIER_STATS = ("work_frontier_accuracy", "work_accuracy_vs_frontier", "work_accuracy_vs_frontier_lo",
+                       "work_accuracy_vs_frontier_hi", "work_verdict_vs_frontier")
+WORK_COLUMNS = ("samples_trained", "samples_scored", "scoring_cost_ratio", "work_savings",
+                *(prefix + name for _, prefix in ACCURACIES for name in WORK_FRONTIER_STATS),
+                "break_even_scoring_cost")
 TABLE_STATS = ("n_seeds", "seeds", "pct_accepted", "pct_accepted_std", "pct_time_savings",
                "pct_time_savings_std", "pct_cost_savings", "test_accuracy", "test_accuracy_std", "val_accuracy",
                "val_accuracy_std", "accuracy_baseline", "accuracy_delta", "val_accuracy_baseline",
-               "val_accuracy_delta", "delta_seeds", *FRONTIER_COLUMNS, "time_to_target_s", "n_reached_target",
-               "train_time_s", "train_time_std", "sift_time_s", "cost_usd", "n_runs", "n_machine_kinds", "run_ids")
+               "val_accuracy_delta", "delta_seeds", *FRONTIER_COLUMNS, *WORK_COLUMNS, "time_to_target_s",
+               "n_reached_target", "train_time_s", "train_time_std", "sift_time_s", "cost_usd", "n_runs",
+               "n_machine_kinds", "run_ids")
 # Params that differ between runs of one task without changing what is compared: the sifter is the
 # configuration, the seed is what is averaged over, the rest only says where files go or how progress shows.
 NOT_COMPARED_PREFIXES = ("params.sifter.", *(f"params.{group}." for group in NOT_HASHED))

@@ -23,6 +23,7 @@ from .config import (
     InfoBatchSiftConfig,
     LossConfig,
     PassThroughSiftConfig,
+    ProxySiftConfig,
     RandomSiftConfig,
     RelativeProbabilisticSiftConfig,
     SiftingBaseConfig,
@@ -35,6 +36,7 @@ from .indexed import IndexedDataset, default_sample_ids
 from .loss import Loss
 from .memory import SampleLossMemory
 from .policy import Candidates, SelectionContext, Selector, SiftPolicy
+from .proxy import ProxyLoss
 from .selection import (
     fresh_loss_mask,
     infobatch_keep_mask,
@@ -59,6 +61,8 @@ __all__ = [
     "LossHistory",
     "MappingBatchTransform",
     "PassThroughSiftConfig",
+    "ProxyLoss",
+    "ProxySiftConfig",
     "RandomSiftConfig",
     "RelativeProbabilisticSiftConfig",
     "SampleDim1TensorBatchTransform",

@@ -5,8 +5,9 @@ wrapped loader. The arguments:
         ``batch_size`` and optionally ``drop_last`` (default False). Batches may
         already be on the model's device.
     loss_impl, model: the scoring loss and the model, required by the policies
-        that score (``RelativeProbabilisticSiftConfig``, ``StaleSBSiftConfig``);
-        the other policies never call them.
+        that score (``RelativeProbabilisticSiftConfig``, ``StaleSBSiftConfig``,
+        ``ProxySiftConfig``, whose loss_impl must be a ``ProxyLoss``); the other
+        policies never call them.
     batch_transforms: a ``SiftingBatchTransform``; by default one is chosen per
         batch type for a tensor, a tuple or list of tensors, or a dict of
         tensors (a Hugging Face ``BatchEncoding`` too).
@@ -57,6 +58,7 @@ import torch
 from .batch import checked_batch_format_index
 from .config import is_int
 from .policy import SiftPolicy
+from .proxy import ProxyLoss
 from .ranks import SYNC_MODES
 
 
@@ -130,6 +132,11 @@ def check_arguments(sift_config: SiftPolicy, orig_dataloader: Any, loss_impl: An
             raise TypeError(
                 f"model must be a torch.nn.Module, got {type(model).__name__}"
             )
+    if sift_config.scores_with_proxy and not isinstance(loss_impl, ProxyLoss):
+        raise TypeError(
+            f"{policy} scores with a proxy model: loss_impl must be a sift_bench.sifting.ProxyLoss "
+            f"(the proxy, the task's per-sample loss and the proxy's optimizer), got {type(loss_impl).__name__}"
+        )
     if batch_transforms is not None and not all(
         callable(getattr(batch_transforms, name, None))
         for name in ("transform", "reverse_transform")

@@ -163,6 +163,42 @@ class RelativeProbabilisticSiftConfig(BuiltInPolicy):
 
 
 @dataclass(frozen=True)
+class ProxySiftConfig(BuiltInPolicy):
+    """Smart sifting's rule, ``p ** beta_value`` over a loss history, on losses from a small proxy model.
+
+    The cheaper scorer: the loader's ``loss_impl`` must be a ``ProxyLoss``, which scores each candidate batch with
+    the proxy (a model of ``proxy_size`` times the model's size, as the task builds it: a ResNet of that width, a
+    BERT with that share of its layers) and trains the proxy one step on it in the same pass, all counted as
+    scoring time. About ``1 / (1 + beta_value)`` of the candidates are kept, as with smart sifting.
+    """
+
+    name = "proxy"
+
+    scores = True
+    scores_with_proxy = True
+    run_name_fields = {"beta": "beta_value", "hist": "loss_history_length", "proxy": "proxy_size"}
+
+    beta_value: float
+    loss_history_length: int
+    loss_based_sift_config: LossConfig
+    proxy_size: float = 0.25
+
+    def __post_init__(self) -> None:
+        proxy_size = self.proxy_size
+        message = f"proxy_size must be a number in (0, 1], the proxy's share of the model's size, got {proxy_size!r}"
+        if not _is_real(proxy_size):
+            raise TypeError(message)
+        if not 0 < proxy_size <= 1:  # also rejects NaN
+            raise ValueError(message)
+        self._settle(beta_value=_checked_beta_value(self.beta_value),
+                     loss_history_length=_checked_loss_history_length(self.loss_history_length),
+                     proxy_size=float(proxy_size))
+
+    def selector(self, context: SelectionContext) -> RelativeProbabilisticSelector:
+        return RelativeProbabilisticSelector(self, context)
+
+
+@dataclass(frozen=True)
 class RandomSiftConfig(BuiltInPolicy):
     """The control: keep each sample with probability ``keep_fraction``, whatever its loss.
 
@@ -345,7 +381,7 @@ class PassThroughSiftConfig(BuiltInPolicy):
 # The policies sift_bench ships, each declared once: the harness's typed schema (sift_bench/schema.py), the runner's
 # and the report's names are read off these classes.
 BUILT_IN_POLICIES = (RelativeProbabilisticSiftConfig, RandomSiftConfig, StaleLossSiftConfig, StaleSBSiftConfig,
-                     InfoBatchSiftConfig, PassThroughSiftConfig)
+                     InfoBatchSiftConfig, ProxySiftConfig, PassThroughSiftConfig)
 
 
 def as_sift_config(sift_config: Any) -> Any:

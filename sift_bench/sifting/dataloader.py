@@ -47,8 +47,8 @@ class SiftingDataloader:
     * Delay: the first ``sift_delay`` yielded batches pass through untouched and unscored.
     * Scoring (policies that ``score``): one no-grad forward pass per original batch, the model in eval mode.
     * Selection: the policy's selector keeps or drops each candidate (``sift_bench.sifting.policy``);
-      training-loss policies (``uses_training_losses``) decide from the losses the loop reports back with
-      ``record_losses`` after weighting its loss with ``batch_weights()``.
+      training-loss policies (``uses_training_losses``) decide from the losses the loop hands to
+      ``training_loss`` (``record_losses`` and ``batch_weights()`` in one call).
     * Refill: kept samples are accumulated into batches of ``orig_dataloader.batch_size``, in the structure and
       types of an original batch; at most one smaller batch ends an epoch (none with ``drop_last``). No sample is
       yielded twice in an epoch; every sample is yielded or counted in ``stats.samples_sifted_out``.
@@ -57,13 +57,11 @@ class SiftingDataloader:
     The exact semantics (the loss history, NaN losses, the memory of training losses, the delay across epochs)
     are in README.md, *Semantics* and *Policies that reuse the training loss*.
 
-    All random draws come from one CPU ``torch.Generator`` seeded with
-    ``seed``, so the same seed gives the same selections on any device. The loss
-    history and the per-sample memory persist across epochs.
+    All random draws come from one CPU ``torch.Generator`` seeded with ``seed``, so the same seed gives the same
+    selections on any device. The loss history and the per-sample memory persist across epochs.
 
-    ``len()`` is not defined: how many batches an epoch yields depends on the
-    selections. ``len(orig_dataloader)`` is the number of candidate batches, and
-    ``stats.samples_seen`` measures training progress.
+    ``len()`` is not defined: how many batches an epoch yields depends on the selections.
+    ``len(orig_dataloader)`` is the number of candidate batches, and ``stats.samples_seen`` measures progress.
 
     The arguments, what each accepts and means: ``sift_bench.sifting.arguments``.
     """
@@ -154,7 +152,7 @@ class SiftingDataloader:
 
     @property
     def uses_training_losses(self) -> bool:
-        """True when the training loop must call ``batch_weights()`` and ``record_losses()`` after each batch."""
+        """True when the training loop must hand each batch's per-sample losses to ``training_loss``."""
         return self.sift_config.uses_training_losses
 
     @property
@@ -164,11 +162,9 @@ class SiftingDataloader:
 
     def _require_training_losses(self, method: str) -> None:
         if not self.uses_training_losses:
-            raise RuntimeError(
-                f"{method}() is for the policies that decide from training losses "
-                f"(StaleLossSiftConfig, InfoBatchSiftConfig); this SiftingDataloader uses "
-                f"{type(self.sift_config).__name__} (uses_training_losses is False)"
-            )
+            raise RuntimeError(f"{method}() is for the policies that decide from training losses (StaleLossSiftConfig, "
+                               f"InfoBatchSiftConfig); this SiftingDataloader uses {type(self.sift_config).__name__} "
+                               "(uses_training_losses is False)")
         if self._yielded_ids is None:
             raise RuntimeError(f"{method}() was called before any batch was yielded")
 
@@ -207,6 +203,12 @@ class SiftingDataloader:
             losses = torch.cat([piece[piece.numel() // 2 :] for piece in pieces]).to(torch.float32)
         self.sample_memory.remember(ids, losses, self.epoch)
         self._losses_recorded = True
+
+    def training_loss(self, losses: torch.Tensor) -> torch.Tensor:
+        """The loss to backpropagate for the batch just yielded, under a policy that decides from training losses:
+        its per-sample ``losses`` [n] recorded (``record_losses``) and averaged under ``batch_weights()``."""
+        self.record_losses(losses)
+        return (losses.reshape(-1) * self.batch_weights().to(losses.device, losses.dtype)).mean()
 
     def _transform_for(self, batch: Any) -> SiftingBatchTransform:
         if self.batch_transforms is not None:

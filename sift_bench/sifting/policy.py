@@ -82,6 +82,9 @@ class SiftPolicy:
     # and a `score()` that runs the scoring pass on the candidate batch when called (Stale-SB re-scores only the
     # samples whose stored loss is due); needs num_samples, loss_impl and model.
     scores_on_demand: ClassVar[bool] = False
+    # The scoring pass must be a ProxyLoss (sift_bench.sifting.proxy): a small proxy model, trained alongside,
+    # scores the candidates instead of the model. Implies `scores`.
+    scores_with_proxy: ClassVar[bool] = False
     # The selector writes per-sample loss weights into the memory (batch_weights() returns them).
     weights_losses: ClassVar[bool] = False
     # The selector needs the planned number of epochs (num_epochs=).

@@ -24,6 +24,9 @@ class TaskParts:
     num_train_samples: int
     model_name: str
     dataset_name: str
+    # (size in (0, 1]) -> a smaller model of the same inputs and outputs on the model's device, untrained or as the
+    # model was before training, for sifter=proxy (sift_bench.sifting.proxy); None where the task has none.
+    proxy_model: Callable[[float], torch.nn.Module] | None = None
 
 
 def build_task(cfg, device: torch.device) -> TaskParts:

@@ -68,4 +68,8 @@ def build(cfg, device: torch.device) -> TaskParts:
         num_train_samples=len(train_labels),
         model_name=task.model.arch,
         dataset_name=task.dataset,
+        # The same ResNet at a fraction of its width: size 0.25 has a sixteenth of its multiply-adds.
+        proxy_model=lambda size: build_resnet(
+            task.model.arch, num_classes=10, width_multiplier=task.model.width_multiplier * size
+        ).to(device, memory_format=torch.channels_last if channels_last else torch.contiguous_format),
     )

@@ -1,5 +1,6 @@
 """SST-2 sentiment classification by fine-tuning a BERT."""
 
+import copy
 from pathlib import Path
 
 import torch
@@ -97,6 +98,19 @@ def training_loader(train_set, collate, batch_size: int, seed: int) -> torch.uti
                                        generator=torch.Generator().manual_seed(seed))
 
 
+def first_layers(model: torch.nn.Module, size: float) -> torch.nn.Module:
+    """The BERT classifier with only its first max(1, round(size * layers)) encoder layers: the proxy of
+    sifter=proxy, a share of the model's cost per token with its embeddings, first layers and head."""
+    encoder = getattr(getattr(model, model.base_model_prefix, None), "encoder", None)
+    if encoder is None or not hasattr(encoder, "layer"):
+        raise ConfigError(f"sifter=proxy needs a BERT-like model (base_model.encoder.layer) to cut down; "
+                          f"{type(model).__name__} has none")
+    kept = max(1, round(size * len(encoder.layer)))
+    encoder.layer = encoder.layer[:kept]
+    model.config.num_hidden_layers = kept
+    return model
+
+
 def build(cfg, device: torch.device) -> TaskParts:
     task, data = cfg.task, cfg.task.data
     require_source(cfg, ("tsv", "hub", "synthetic"), offline=("tsv",))
@@ -146,4 +160,7 @@ def build(cfg, device: torch.device) -> TaskParts:
         num_train_samples=len(train.labels),
         model_name=model_name,
         dataset_name=task.dataset,
+        # Called before training (the harness builds its sifter first): the proxy starts where the model does, from
+        # the pretrained encoder.
+        proxy_model=lambda size: first_layers(copy.deepcopy(model), size),
     )
