@@ -16,14 +16,13 @@ sift_delay=0) give the measured ratio, and efficiency = measured savings / ideal
 
 import argparse
 import sys
-import time
 
 import torch
 from omegaconf import open_dict
 
 import sift_bench.schema  # noqa: F401  (registers the typed configs the yaml files extend)
+from scoring_cost import passes, per_sample_seconds  # benchmarks/ is the script's folder, first on sys.path
 from sift_bench.tasks import build_task
-from sift_bench.loop_parts import autocast_factory, build_optimizer
 from sift_bench.train import train
 from sift_bench.validation import resolve_precision, validate
 
@@ -50,43 +49,11 @@ def compose(task: str, row: str | None, extra: list[str]):
 
 
 def per_sample_costs(cfg, n_batches: int = 8) -> tuple[float, float]:
-    """Median per-sample seconds of a training step and of a scoring forward, on the same batches."""
-    device = torch.device(cfg.scale.device)
-    parts = build_task(cfg, device)
-    autocast = autocast_factory(device, cfg.scale.precision)
-    optimizer = build_optimizer(parts.model, cfg.trainer.optimizer)
-    batches = []
-    for batch in parts.train_loader:
-        batches.append(batch)
-        if len(batches) == n_batches:
-            break
-    model = parts.model
-
-    def train_step(batch):
-        model.train()
-        with autocast():
-            losses = parts.per_sample_loss(model, batch)
-        optimizer.zero_grad(set_to_none=True)
-        losses.mean().backward()
-        optimizer.step()
-
-    def score(batch):
-        model.eval()
-        with torch.no_grad(), autocast():
-            parts.per_sample_loss(model, batch).cpu()
-        model.train()
-
-    timings = {}
-    for name, fn in (("train", train_step), ("score", score)):
-        fn(batches[0])  # warm-up
-        per_sample = []
-        for _ in range(2):
-            for batch in batches:
-                start = time.perf_counter()
-                fn(batch)
-                per_sample.append((time.perf_counter() - start) / parts.batch_size_of(batch))
-        timings[name] = sorted(per_sample)[len(per_sample) // 2]
-    return timings["train"], timings["score"]
+    """Median per-sample seconds of a training step and of a scoring forward, on the same batches, in interleaved
+    rounds (scoring_cost.py's passes)."""
+    parts, named = passes(cfg, sizes=[])
+    seconds = per_sample_seconds(parts, named, n_batches, rounds=2)
+    return seconds["training step"], seconds["scoring forward"]
 
 
 def timed_run(cfg):

@@ -135,7 +135,23 @@ class BuiltInPolicy(SiftPolicy):
 
 
 @dataclass(frozen=True)
-class RelativeProbabilisticSiftConfig(BuiltInPolicy):
+class LossRankPolicy(BuiltInPolicy):
+    """Smart sifting's keep rule, declared once for every policy that ranks losses in a history: keep a candidate with
+    probability ``p ** beta_value``, ``p`` the mid-rank of its loss among the last ``loss_history_length`` losses.
+    Its subclasses say where the losses come from and add their own settings after these."""
+
+    beta_value: float
+    loss_history_length: int
+    loss_based_sift_config: LossConfig
+
+    def _settle_rule(self, **checked: Any) -> None:
+        """The rule's two settings checked and stored with the subclass's own `checked` ones (`_settle`)."""
+        self._settle(beta_value=_checked_beta_value(self.beta_value),
+                     loss_history_length=_checked_loss_history_length(self.loss_history_length), **checked)
+
+
+@dataclass(frozen=True)
+class RelativeProbabilisticSiftConfig(LossRankPolicy):
     """Keep a scored sample with probability ``p ** beta_value``.
 
     ``p`` is the mid-rank of the sample's loss among the last
@@ -150,20 +166,15 @@ class RelativeProbabilisticSiftConfig(BuiltInPolicy):
     scores = True
     run_name_fields = {"beta": "beta_value", "hist": "loss_history_length"}
 
-    beta_value: float
-    loss_history_length: int
-    loss_based_sift_config: LossConfig
-
     def __post_init__(self) -> None:
-        self._settle(beta_value=_checked_beta_value(self.beta_value),
-                     loss_history_length=_checked_loss_history_length(self.loss_history_length))
+        self._settle_rule()
 
     def selector(self, context: SelectionContext) -> RelativeProbabilisticSelector:
         return RelativeProbabilisticSelector(self, context)
 
 
 @dataclass(frozen=True)
-class ProxySiftConfig(BuiltInPolicy):
+class ProxySiftConfig(LossRankPolicy):
     """Smart sifting's rule, ``p ** beta_value`` over a loss history, on losses from a small proxy model.
 
     The cheaper scorer: the loader's ``loss_impl`` must be a ``ProxyLoss``, which scores each candidate batch with
@@ -178,9 +189,6 @@ class ProxySiftConfig(BuiltInPolicy):
     scores_with_proxy = True
     run_name_fields = {"beta": "beta_value", "hist": "loss_history_length", "proxy": "proxy_size"}
 
-    beta_value: float
-    loss_history_length: int
-    loss_based_sift_config: LossConfig
     proxy_size: float = 0.25
 
     def __post_init__(self) -> None:
@@ -190,9 +198,7 @@ class ProxySiftConfig(BuiltInPolicy):
             raise TypeError(message)
         if not 0 < proxy_size <= 1:  # also rejects NaN
             raise ValueError(message)
-        self._settle(beta_value=_checked_beta_value(self.beta_value),
-                     loss_history_length=_checked_loss_history_length(self.loss_history_length),
-                     proxy_size=float(proxy_size))
+        self._settle_rule(proxy_size=float(proxy_size))
 
     def selector(self, context: SelectionContext) -> RelativeProbabilisticSelector:
         return RelativeProbabilisticSelector(self, context)
@@ -227,7 +233,7 @@ class RandomSiftConfig(BuiltInPolicy):
 
 
 @dataclass(frozen=True)
-class StaleLossSiftConfig(BuiltInPolicy):
+class StaleLossSiftConfig(LossRankPolicy):
     """Relative probabilistic sifting decided from each sample's last TRAINING loss, with no scoring pass.
 
     The keep rule is ``RelativeProbabilisticSiftConfig``'s, ``p ** beta_value``,
@@ -244,22 +250,17 @@ class StaleLossSiftConfig(BuiltInPolicy):
     uses_training_losses = True
     run_name_fields = {"beta": "beta_value", "hist": "loss_history_length"}
 
-    beta_value: float
-    loss_history_length: int
-    loss_based_sift_config: LossConfig
     max_loss_age_epochs: int = 1
 
     def __post_init__(self) -> None:
-        self._settle(beta_value=_checked_beta_value(self.beta_value),
-                     loss_history_length=_checked_loss_history_length(self.loss_history_length),
-                     max_loss_age_epochs=_checked_count(self.max_loss_age_epochs, "max_loss_age_epochs"))
+        self._settle_rule(max_loss_age_epochs=_checked_count(self.max_loss_age_epochs, "max_loss_age_epochs"))
 
     def selector(self, context: SelectionContext) -> StaleLossSelector:
         return StaleLossSelector(self, context)
 
 
 @dataclass(frozen=True)
-class StaleSBSiftConfig(BuiltInPolicy):
+class StaleSBSiftConfig(LossRankPolicy):
     """Selective Backprop's Stale-SB (Jiang et al. 2019): smart sifting's rule on losses scored every few epochs.
 
     A sample is scored by a no-grad forward pass (the loader's scoring pass, its time counted as scoring) when it
@@ -275,15 +276,10 @@ class StaleSBSiftConfig(BuiltInPolicy):
     scores_on_demand = True
     run_name_fields = {"beta": "beta_value", "hist": "loss_history_length", "every": "rescore_every_epochs"}
 
-    beta_value: float
-    loss_history_length: int
-    loss_based_sift_config: LossConfig
     rescore_every_epochs: int = 3
 
     def __post_init__(self) -> None:
-        self._settle(beta_value=_checked_beta_value(self.beta_value),
-                     loss_history_length=_checked_loss_history_length(self.loss_history_length),
-                     rescore_every_epochs=_checked_count(self.rescore_every_epochs, "rescore_every_epochs"))
+        self._settle_rule(rescore_every_epochs=_checked_count(self.rescore_every_epochs, "rescore_every_epochs"))
 
     def selector(self, context: SelectionContext) -> StaleSBSelector:
         return StaleSBSelector(self, context)
