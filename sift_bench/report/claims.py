@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 
 from sift_bench.report import budget
-from sift_bench.report.verdicts import interval_text
+from sift_bench.report.markdown import fmt
+from sift_bench.report.verdicts import interval_text, within_tolerance
 from sift_bench.report.vocabulary import BASELINE, HEADLINE_TOLERANCE
 
 SMART_SIFTING = "relative_probabilistic"
@@ -28,7 +29,7 @@ def _most_time_within_tolerance(rows: pd.DataFrame) -> pd.Series | None:
     timed = rows[rows["pct_time_savings"].notna()]
     if timed.empty:
         return None
-    close = timed[timed["val_accuracy_delta"] >= -HEADLINE_TOLERANCE - 1e-9]
+    close = timed[within_tolerance(timed, HEADLINE_TOLERANCE)]
     return close.loc[close["pct_time_savings"].idxmax()] if len(close) else timed.loc[timed["val_accuracy"].idxmax()]
 
 
@@ -140,16 +141,8 @@ def claims_table(folders: list[Path]) -> pd.DataFrame:
     return pd.DataFrame(records).reindex(columns=list(COLUMNS))
 
 
-def _figure(value, digits: int = 1, suffix: str = "") -> str:
-    return "–" if pd.isna(value) else f"{value:.{digits}f}{suffix}"
-
-
 def _signed(value) -> str:
     return "–" if pd.isna(value) else f"{value:+.2f}"
-
-
-def _text(value) -> str:
-    return value if isinstance(value, str) else "–"
 
 
 def markdown_lines(claims: pd.DataFrame, command: str) -> list[str]:
@@ -175,13 +168,13 @@ def markdown_lines(claims: pd.DataFrame, command: str) -> list[str]:
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for _, row in measured.iterrows():
             lines.append(" | ".join([
-                f"| {row['task']}", _figure(row["budget_epochs"], 0), str(row["config"]), f"{int(row['n_seeds'])}",
-                f"{_figure(row['pct_time_savings'])} ± {_figure(row['pct_time_savings_std'])}",
-                f"{_figure(row['test_accuracy'], 2)} ({_signed(row['accuracy_delta'])})",
-                _figure(row["speedup_to_target"], 2, "x"),
+                f"| {row['task']}", fmt(row["budget_epochs"], 0), str(row["config"]), f"{int(row['n_seeds'])}",
+                f"{fmt(row['pct_time_savings'], 1)} ± {fmt(row['pct_time_savings_std'], 1)}",
+                f"{fmt(row['test_accuracy'])} ({_signed(row['accuracy_delta'])})",
+                fmt(row["speedup_to_target"]) + ("x" if pd.notna(row["speedup_to_target"]) else ""),
                 interval_text(row["accuracy_vs_frontier"], row["accuracy_vs_frontier_lo"],
                               row["accuracy_vs_frontier_hi"]),
-                _text(row["verdict_vs_frontier"]), _text(row["work_verdict_vs_frontier"]),
+                fmt(row["verdict_vs_frontier"]), fmt(row["work_verdict_vs_frontier"]),
                 f"{row['table']} |"]))
         lines.append("")
     return lines

@@ -58,21 +58,31 @@ def frontier_columns(table: pd.DataFrame) -> pd.DataFrame:
             points_seed_values = seed_values(measured, name)
             for index, row in rows[is_sifted(rows)].iterrows():
                 savings, accuracy = row["pct_time_savings"], row[name]
-                at_savings = frontier.value_at(mean_curve, savings)
-                difference = accuracy - at_savings
+                at_savings, difference, versus, verdict, intervals = against_frontier(
+                    row, name, "pct_time_savings", mean_curve, points_seed_values)
                 spread = frontier.spread_over_seeds(savings, row[f"{name}_by_seed"].to_dict(), measured["frontier_x"],
                                                     points_by_seed)
-                intervals = frontier_intervals(
-                    SeedValues(row[f"{name}_by_seed"].to_dict(), row["pct_time_savings_by_seed"].to_dict()),
-                    points_seed_values)
                 reached_at = frontier.largest_x_at(mean_curve, accuracy)
-                versus = recentred(intervals.accuracy_vs_frontier, intervals.observed[0], difference)
                 extra = recentred(intervals.extra_savings, intervals.observed[1], savings - reached_at)
                 out.loc[index, [prefix + stat for stat in FRONTIER_STATS]] = [
-                    at_savings, difference, spread, *versus,
-                    frontier.verdict_vs_frontier(at_savings, difference, versus, intervals.n_seeds),
-                    reached_at, savings - reached_at, *extra, intervals.n_seeds]
+                    at_savings, difference, spread, *versus, verdict, reached_at, savings - reached_at, *extra,
+                    intervals.n_seeds]
     return out
+
+
+def against_frontier(row: pd.Series, accuracy: str, savings: str, curve: frontier.Curve,
+                     points: list[SeedValues]) -> tuple:
+    """One table row (with its `*_by_seed` Series) against a frontier drawn on the `savings` axis (% time saved, or
+    % work saved): the frontier's accuracy at the row's savings, the row's `accuracy` minus it, that difference's 95 %
+    interval from the bootstrap over seeds (moved onto the point estimate, `recentred`), its verdict, and the
+    bootstrap's intervals (`points`: the frontier points seed by seed on the same axis)."""
+    at_savings = frontier.value_at(curve, row[savings])
+    difference = row[accuracy] - at_savings
+    intervals = frontier_intervals(
+        SeedValues(row[f"{accuracy}_by_seed"].to_dict(), row[f"{savings}_by_seed"].to_dict()), points)
+    versus = recentred(intervals.accuracy_vs_frontier, intervals.observed[0], difference)
+    return (at_savings, difference, versus,
+            frontier.verdict_vs_frontier(at_savings, difference, versus, intervals.n_seeds), intervals)
 
 
 CONTROL_RULE = ("the control's accuracy at the configuration's % accepted is interpolated linearly between the two "
@@ -153,7 +163,7 @@ def pair_controls(table: pd.DataFrame) -> pd.DataFrame:
         "accuracy_difference", "spread", "verdict"])
 
 
-def _within_tolerance(table: pd.DataFrame, tolerance: float) -> pd.Series:
+def within_tolerance(table: pd.DataFrame, tolerance: float) -> pd.Series:
     # On validation, which chooses. A hair of slack so 79.5 against 80.0 counts as exactly 0.5 below.
     return table["val_accuracy_delta"] >= -tolerance - 1e-9
 
@@ -176,7 +186,7 @@ def headline(table: pd.DataFrame, tolerance: float = HEADLINE_TOLERANCE, per_sif
         record = {"task": task, "config": np.nan, "sifter": np.nan if sifter is None else sifter,
                   "pct_time_savings": math.nan, "test_accuracy": math.nan, "accuracy_baseline": math.nan,
                   "accuracy_delta": math.nan, "val_accuracy_delta": math.nan}
-        candidates = options[options["pct_time_savings"].notna() & _within_tolerance(options, tolerance)]
+        candidates = options[options["pct_time_savings"].notna() & within_tolerance(options, tolerance)]
         if not (rows["sifter"] == BASELINE).any():
             record["statement"] = "no baseline (sifter=none) at this scale, so no savings to report"
         elif rows.loc[rows["sifter"] == BASELINE, "val_accuracy"].isna().all():
@@ -287,7 +297,7 @@ def best_sifted(table: pd.DataFrame, tolerance: float = HEADLINE_TOLERANCE) -> d
     best = {}
     for task in table["task"].drop_duplicates():
         rows = table[(table["task"] == task) & is_sifted(table)]
-        keeping = rows[_within_tolerance(rows, tolerance) & rows["pct_time_savings"].notna()]
+        keeping = rows[within_tolerance(rows, tolerance) & rows["pct_time_savings"].notna()]
         if task in chosen.index and pd.notna(chosen[task]):
             best[task] = rows.index[rows["config"] == chosen[task]][0]
         elif len(keeping):

@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from sift_bench.report import frontier
-from sift_bench.report.bootstrap import SeedValues, frontier_intervals, recentred
+from sift_bench.report.bootstrap import SeedValues
+from sift_bench.report.verdicts import against_frontier
 from sift_bench.report.vocabulary import ACCURACIES, BASELINE, CONTROL, WORK_FRONTIER_STATS, is_sifted
 
 SMART_SIFTING = "relative_probabilistic"
@@ -136,18 +137,13 @@ def work_frontier_columns(table: pd.DataFrame) -> pd.DataFrame:
             seed_values = [SeedValues(accuracy.to_dict(), savings.to_dict()) for accuracy, savings
                            in zip(measured[f"{name}_by_seed"], measured["work_savings_by_seed"])]
             for index, row in rows[is_sifted(rows)].iterrows():
-                savings, accuracy = row["work_savings"], row[name]
-                at_savings = frontier.value_at(work_curve, savings)
-                difference = accuracy - at_savings
-                intervals = frontier_intervals(
-                    SeedValues(row[f"{name}_by_seed"].to_dict(), row["work_savings_by_seed"].to_dict()), seed_values)
-                versus = recentred(intervals.accuracy_vs_frontier, intervals.observed[0], difference)
-                values = [at_savings, difference, *versus,
-                          frontier.verdict_vs_frontier(at_savings, difference, versus, intervals.n_seeds)]
-                out.loc[index, [prefix + stat for stat in WORK_FRONTIER_STATS]] = values
+                at_savings, difference, versus, verdict, _ = against_frontier(
+                    row, name, "work_savings", work_curve, seed_values)
+                out.loc[index, [prefix + stat for stat in WORK_FRONTIER_STATS]] = [at_savings, difference, *versus,
+                                                                                    verdict]
                 if not prefix:
                     out.loc[index, "break_even_scoring_cost"] = break_even(
-                        accuracy, row["samples_trained"], row["samples_scored"], baseline_samples, work_curve)
+                        row[name], row["samples_trained"], row["samples_scored"], baseline_samples, work_curve)
     return out
 
 
