@@ -3,13 +3,12 @@
 import contextlib
 import math
 import os
-import random
 import signal
 import sys
 
 import hydra
+from hydra.core.global_hydra import GlobalHydra
 import mlflow
-import numpy as np
 import torch
 from hydra.errors import CompactHydraException
 from omegaconf import DictConfig, OmegaConf
@@ -21,16 +20,12 @@ from sift_bench.data import DataNotFoundError
 from sift_bench.decision import FAIL, SKIP, decide
 from sift_bench.identity import config_hash
 from sift_bench.machine import CONTENDED_FRACTION, is_contended
+from sift_bench.cli import summary_block
 from sift_bench.schema import refused_key  # importing it registers the typed configs the yaml files extend
+from sift_bench.seeding import seed_everything
 from sift_bench.tasks import build_task
 from sift_bench.train import train as native_train
 from sift_bench.validation import ConfigError, resolve_precision, validate
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 def fail(message: str) -> None:
@@ -43,23 +38,25 @@ def summary(cfg: DictConfig, result, cost_usd: float, run_id: str) -> str:
     target = "not reached" if math.isnan(result.time_to_target_s) else f"{result.time_to_target_s:.1f} s"
     ranks = []
     if result.world_size > 1:
-        ranks = [f"ranks        {result.world_size} x {cfg.trainer.batch_size // result.world_size} of the batch "
-                 f"{cfg.trainer.batch_size}, {result.steps} steps each; {result.samples_left_over} kept samples left "
-                 f"over, {result.sift_sync_time_s:.1f} s in the sifter's collectives"]
+        ranks = [("ranks", f"{result.world_size} x {cfg.trainer.batch_size // result.world_size} of the batch "
+                           f"{cfg.trainer.batch_size}, {result.steps} steps each; {result.samples_left_over} kept "
+                           f"samples left over, {result.sift_sync_time_s:.1f} s in the sifter's collectives")]
     busy = []
     if is_contended(result.other_cpu_fraction):
-        busy = [f"machine      busy: other processes used {result.other_cpu_fraction:.2f} of a core while it trained "
-                f"(over {CONTENDED_FRACTION:g}): its train time is suspect"]
-    return "\n".join([*ranks,
-        f"task         {cfg.task.name} (scale={cfg.scale.name}, seed={cfg.seed})",
-        f"sifter       {cfg.sifter.name} {label}".rstrip(),
-        f"accepted     {result.pct_accepted:.1f} % ({result.samples_trained} of {result.samples_seen} samples)",
-        f"train time   {result.train_time_s:.1f} s (scoring {result.sift_time_s:.1f} s, eval {result.eval_time_s:.1f} s apart)",
+        busy = [("machine", f"busy: other processes used {result.other_cpu_fraction:.2f} of a core while it trained "
+                            f"(over {CONTENDED_FRACTION:g}): its train time is suspect")]
+    return summary_block([
+        *ranks,
+        ("task", f"{cfg.task.name} (scale={cfg.scale.name}, seed={cfg.seed})"),
+        ("sifter", f"{cfg.sifter.name} {label}"),
+        ("accepted", f"{result.pct_accepted:.1f} % ({result.samples_trained} of {result.samples_seen} samples)"),
+        ("train time", f"{result.train_time_s:.1f} s (scoring {result.sift_time_s:.1f} s, eval "
+                       f"{result.eval_time_s:.1f} s apart)"),
         *busy,
-        f"cost         ${cost_usd:.4f} at ${cfg.cost.usd_per_hour}/h",
-        f"accuracy     {result.test_accuracy:.2f} % test, {result.val_accuracy:.2f} % validation "
-        f"(target {cfg.task.target_accuracy} % on validation: {target})",
-        f"mlflow run   {run_id} in {cfg.tracking.uri}",
+        ("cost", f"${cost_usd:.4f} at ${cfg.cost.usd_per_hour}/h"),
+        ("accuracy", f"{result.test_accuracy:.2f} % test, {result.val_accuracy:.2f} % validation "
+                     f"(target {cfg.task.target_accuracy} % on validation: {target})"),
+        ("mlflow run", f"{run_id} in {cfg.tracking.uri}"),
     ])
 
 
@@ -87,12 +84,13 @@ def train_job(cfg: DictConfig, parts, sift_config, device, run):
     """The job's training in the loop it names, its final metrics logged to `run` (None on a rank other than 0)."""
     train = native_train
     if cfg.trainer.loop == "hf_trainer":
+        # The Trainer (transformers, accelerate) costs seconds to import; only trainer.loop=hf_trainer needs it.
         from sift_bench.train_hf import train
     # Log lines go through tqdm.write, so none lands on the progress bar's line in a terminal.
     with logging_redirect_tqdm():
         result = train(parts, cfg.trainer, device, cfg.scale.precision, sift_config, seed=cfg.seed,
                        target_accuracy=cfg.task.target_accuracy,
-                       on_eval=tracking.EvalLogger() if run else None, sync=cfg.sifter.get("sync", "global"))
+                       on_eval=tracking.EvalLogger() if run else None)
     cost_usd = cfg.cost.usd_per_hour * result.train_time_s / 3600.0
     if run:
         tracking.log_final(result, cost_usd)
@@ -150,8 +148,6 @@ def run_job(cfg: DictConfig) -> float | None:
 
 def group_options(group: str) -> str:
     """A config group's options, wherever on the search path (`--config-dir` included), for --help's template."""
-    from hydra.core.global_hydra import GlobalHydra
-
     return ", ".join(sorted(GlobalHydra.instance().config_loader().get_group_options(group)))
 
 

@@ -7,6 +7,8 @@ import json
 
 from omegaconf import DictConfig, OmegaConf
 
+from sift_bench.machine import resolve_precision
+
 # Settings that say where things are, how they are shown or priced, or how a sweep is laid out (`table` is only
 # interpolated into rows, which hash its resolved values), not what is trained: left out of the config hash.
 NOT_HASHED = ("paths", "tracking", "hydra", "sweep_name", "table", "cost")
@@ -49,8 +51,6 @@ def resolve_auto_precision(tree: dict) -> None:
     job on this machine would have logged it: bf16 where the device has native bf16 kernels, else fp32."""
     scale = tree.get("scale")
     if isinstance(scale, dict) and scale.get("precision") == "auto":
-        from sift_bench.machine import resolve_precision
-
         scale["precision"] = resolve_precision("auto", str(scale.get("device", "cpu")))
 
 

@@ -14,6 +14,7 @@ import platform
 import time
 from collections.abc import Mapping
 
+import cpuinfo
 import psutil
 
 log = logging.getLogger(__name__)
@@ -132,8 +133,6 @@ def cpu_info() -> Mapping:
     it runs a Python subprocess (about a second), and the CPU does not change under a running job. Empty where
     py-cpuinfo finds nothing. On Linux its fields come from /proc/cpuinfo's first processor (the kernel's own flag
     names), with flags that CPUID or lscpu add under names of their own."""
-    import cpuinfo
-
     try:
         return cpuinfo.get_cpu_info()
     except Exception:  # it tries a dozen sources, any of which can fail on an unusual system
@@ -142,7 +141,7 @@ def cpu_info() -> Mapping:
 
 def machine_tags() -> dict[str, str]:
     """What the run ran on, so a report can say it without being run on the same machine."""
-    import torch
+    import torch  # the report imports this module (CONTENDED_FRACTION) and loads no torch; a job has it loaded
 
     cpu = cpu_info().get("brand_raw") or platform.processor() or platform.machine()
     tags = {"machine.cpu": cpu, "machine.cores": str(os.cpu_count()), "torch_version": torch.__version__}
@@ -197,7 +196,7 @@ def has_native_bf16(device: str = "cpu", info: Mapping | None = None) -> bool:
     """Whether the device has bf16 kernels of its own: a CPU with one of NATIVE_BF16_FLAGS (`info`: py-cpuinfo's
     description, default this machine's), a CUDA device that torch says supports bf16 without emulation."""
     if str(device).startswith("cuda"):
-        import torch
+        import torch  # as in machine_tags: the report loads no torch through this module
 
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
     flags = set((cpu_info() if info is None else info).get("flags") or ())

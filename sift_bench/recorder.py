@@ -77,22 +77,26 @@ def evaluate(parts: TaskParts, autocast: Callable) -> dict[str, float]:
 
 
 class RunRecorder:
-    """Counts, clocks and evaluates one run. A loop calls `start`, then per epoch `epoch_begin`, `batch_trained` and
-    `after_step` for each batch, `epoch_end`; then `result`. The loop sets `samples_seen` (the candidates consumed,
-    summed over the ranks: the sifter's count when sifted) and adds each batch's per-sample losses to `loss_sum`.
+    """Counts, clocks and evaluates one run. A loop calls `start`, then per epoch `epoch_begin`, for each batch
+    `batch_trained` (before its step), `add_losses` (its per-sample training losses) and `after_step`, then
+    `epoch_end`; then `result`. The recorder alone counts: samples seen are the candidates consumed, summed over the
+    ranks (the sifter's count when `sifter` is set, else the batches' sizes), samples trained those of the batches.
 
     Under DDP, trained counts and losses are this rank's and are summed over the ranks at each evaluation; rank 0
     alone evaluates (the other ranks' points hold NaN)."""
 
     def __init__(self, parts: TaskParts, trainer_cfg, device: torch.device, autocast: Callable,
-                 target_accuracy: float | None = None, on_eval: Callable[[EvalPoint], None] | None = None):
+                 target_accuracy: float | None = None, on_eval: Callable[[EvalPoint], None] | None = None,
+                 sifter=None):
         self.parts, self.device, self.autocast = parts, device, autocast
         self.evals_per_epoch, self.eval_every_epochs = trainer_cfg.evals_per_epoch, trainer_cfg.eval_every_epochs
         self.epochs = trainer_cfg.epochs
         self.target_accuracy, self.on_eval = target_accuracy, on_eval
         self.world = distributed.current()
+        # The run's SiftingDataloader (None unsifted): it counts the candidates it consumed, over every rank.
+        self.sifter = sifter
         self.history: list[EvalPoint] = []
-        self.samples_seen = self.samples_trained = self.work_trained = 0
+        self.samples_seen = self.samples_trained = self.work_trained = self.steps = 0
         self.train_time = self.eval_time = 0.0
         self.time_to_target = math.nan
         self.epoch = -1
@@ -115,8 +119,19 @@ class RunRecorder:
         self.segment_start = time.perf_counter()
 
     def batch_trained(self, batch) -> None:
-        self.samples_trained += self.parts.batch_size_of(batch)  # this rank's: summed over the ranks at each eval
+        """Counts a batch about to be trained: its samples, its work, and the candidates consumed to build it (as
+        seen: the schedule runs on samples seen)."""
+        size = self.parts.batch_size_of(batch)
+        self.samples_trained += size  # this rank's: summed over the ranks at each eval
         self.work_trained += self.parts.work_of(batch)
+        self.steps += 1
+        # Under DDP the sifter counts over all ranks; so does the plain loader, whose shards are equal in size.
+        self.samples_seen = (self.sifter.stats.samples_seen if self.sifter is not None
+                             else self.samples_seen + size * self.world.world_size)
+
+    def add_losses(self, losses: torch.Tensor) -> None:
+        """Adds a trained batch's per-sample losses to the epoch's training loss."""
+        self.loss_sum += losses.detach().sum()
 
     @property
     def epoch_seen(self) -> int:
@@ -138,6 +153,9 @@ class RunRecorder:
 
     def epoch_end(self, lr_multiplier: float) -> None:
         """Stops the epoch's clock; evaluates at the end of every eval_every_epochs-th epoch, and of the last."""
+        if self.sifter is not None:
+            # Candidates sifted after the epoch's last batch (under DDP, or with drop_last) were seen too.
+            self.samples_seen = self.sifter.stats.samples_seen
         self._sync()
         self.train_time += time.perf_counter() - self.segment_start
         if (self.epoch + 1) % self.eval_every_epochs == 0 or self.epoch + 1 == self.epochs:
@@ -168,9 +186,10 @@ class RunRecorder:
         if self.on_eval:
             self.on_eval(point)
 
-    def result(self, sifter, steps: int) -> TrainResult:
-        """The run's result; `sifter`: the run's SiftingDataloader or None, `steps`: this rank's optimizer steps."""
-        world = self.world
+    def result(self, steps: int | None = None) -> TrainResult:
+        """The run's result; `steps`: this rank's optimizer steps where they are not its batches (the Trainer's)."""
+        world, sifter = self.world, self.sifter
+        steps = self.steps if steps is None else steps
         # A sibling rank on this machine is part of the job, not contention.
         other_cpu_s, other_cpu_fraction = self.other_cpu.stop(
             distributed.sibling_cpu_seconds(self.other_cpu.own_cpu_s(), world))

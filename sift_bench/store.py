@@ -4,6 +4,7 @@ task?)."""
 
 import contextlib
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 
 import mlflow
@@ -13,6 +14,10 @@ from omegaconf import DictConfig
 
 from sift_bench.errors import ConfigError
 from sift_bench.machine import CONTENDED_FRACTION
+# The pre-run pace check applies the report's own rule to the runs the report would use (one rule, not a twin).
+from sift_bench.report.selection import split_runs
+from sift_bench.report.sources import read_store
+from sift_bench.report.timing import pace_mismatched_runs, timed_runs
 
 ARTIFACTS_FOLDER = "mlartifacts"
 SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
@@ -65,11 +70,10 @@ def store_lock(store_file: Path | None):
 
 
 def use_store(uri: str, experiment_name: str) -> str:
-    """Point MLflow at the store and experiment, creating the experiment with artifacts next to a sqlite file.
-    Raises ConfigError for a sqlite URI naming a file that is not a database (check_sqlite_store), left untouched."""
-    check_sqlite_store(uri)
-    with store_lock(sqlite_file(uri)):
-        return _use_store(uri, experiment_name)
+    """Point MLflow at the store and experiment, creating the experiment with artifacts next to a sqlite file; its
+    experiment id. Raises ConfigError for a sqlite URI naming a file that is not a database (check_sqlite_store),
+    left untouched."""
+    return Store.open(uri, experiment_name).experiment_id
 
 
 def _use_store(uri: str, experiment_name: str) -> str:
@@ -98,48 +102,63 @@ def _use_store(uri: str, experiment_name: str) -> str:
     return experiment_id
 
 
-def find_finished_run(uri: str, experiment_id: str, fingerprint: str, timing_slot: str | None = None,
-                      clean_only: bool = False) -> str | None:
-    """A FINISHED run with this config hash; for the `last` timing slot of a table's baseline, one in that slot;
-    with `clean_only`, one during which other processes used at most CONTENDED_FRACTION of a core."""
-    slot = " and tags.timing_slot = 'last'" if timing_slot == "last" else ""
-    clean = f" and metrics.other_cpu_fraction <= {CONTENDED_FRACTION}" if clean_only else ""
-    runs = MlflowClient(uri).search_runs(
-        [experiment_id], max_results=1,
-        filter_string=f"tags.config_hash = '{fingerprint}' and attributes.status = 'FINISHED'{slot}{clean}")
-    return runs[0].info.run_id if runs else None
+@dataclass(frozen=True)
+class Store:
+    """One MLflow store and experiment, as a job sees it: where it is (`uri`), which experiment (`experiment_name`,
+    `experiment_id`), and the questions a job asks it before it runs. `Store.open` makes the experiment if it is new;
+    every MLflow workaround of opening one (the lock, the relative artifact location, the experiment kind) is
+    `open`'s."""
 
+    uri: str
+    experiment_name: str
+    experiment_id: str
 
-def pace_mismatch_of(uri: str, experiment_name: str, run_id: str) -> tuple[float, str] | None:
-    """(its evaluation time over its time reference's, that baseline's run_id) when the FINISHED run `run_id` was
-    timed at another machine speed than the baseline its savings divide by, else None: the report's own rule
-    (`report.pace_mismatched_runs`) over the runs the report of its task and scale would use, read as it reads them."""
-    from sift_bench.report.selection import split_runs
-    from sift_bench.report.sources import read_store
-    from sift_bench.report.timing import pace_mismatched_runs, timed_runs
+    @classmethod
+    def open(cls, uri: str, experiment_name: str) -> "Store":
+        check_sqlite_store(uri)
+        with store_lock(sqlite_file(uri)):
+            return cls(uri, experiment_name, _use_store(uri, experiment_name))
 
-    tags = MlflowClient(uri).get_run(run_id).data.tags
-    if "task" not in tags or "scale" not in tags:
-        return None
-    used, _ = split_runs(read_store(uri, experiment_name), tags["scale"], tasks_wanted=[tags["task"]])
-    return pace_mismatched_runs(timed_runs(used)).get(run_id)
+    def find_finished_run(self, fingerprint: str, timing_slot: str | None = None,
+                          clean_only: bool = False) -> str | None:
+        """A FINISHED run with this config hash; for the `last` timing slot of a table's baseline, one in that slot;
+        with `clean_only`, one during which other processes used at most CONTENDED_FRACTION of a core."""
+        slot = " and tags.timing_slot = 'last'" if timing_slot == "last" else ""
+        clean = f" and metrics.other_cpu_fraction <= {CONTENDED_FRACTION}" if clean_only else ""
+        runs = MlflowClient(self.uri).search_runs(
+            [self.experiment_id], max_results=1,
+            filter_string=f"tags.config_hash = '{fingerprint}' and attributes.status = 'FINISHED'{slot}{clean}")
+        return runs[0].info.run_id if runs else None
 
+    def pace_mismatch_of(self, run_id: str) -> tuple[float, str] | None:
+        """(its evaluation time over its time reference's, that baseline's run_id) when the FINISHED run `run_id` was
+        timed at another machine speed than the baseline its savings divide by, else None: the report's own rule
+        (`report.pace_mismatched_runs`) over the runs the report of its task and scale would use, read as it reads
+        them: it reads the runs of that task and scale only."""
+        tags = MlflowClient(self.uri).get_run(run_id).data.tags
+        if "task" not in tags or "scale" not in tags:
+            return None
+        same = f"tags.task = '{tags['task']}' and tags.scale = '{tags['scale']}'"
+        used, _ = split_runs(read_store(self.uri, self.experiment_name, same), tags["scale"],
+                             tasks_wanted=[tags["task"]])
+        return pace_mismatched_runs(timed_runs(used)).get(run_id)
 
-def finished_machine_kinds(uri: str, experiment_id: str, task: str, scale: str,
-                           sifter: str | None = None, since_ms: int | None = None) -> dict[str, int]:
-    """How many FINISHED runs of this task and scale (and sifter, and started at or after `since_ms`, if given)
-    the store holds per machine kind."""
-    sifter_filter = f" and tags.sifter = '{sifter}'" if sifter else ""
-    if since_ms is not None:
-        sifter_filter += f" and attributes.start_time >= {since_ms}"
-    runs = MlflowClient(uri).search_runs(
-        [experiment_id], max_results=50_000,
-        filter_string=f"tags.task = '{task}' and tags.scale = '{scale}'{sifter_filter} and attributes.status = 'FINISHED'")
-    kinds: dict[str, int] = {}
-    for run in runs:
-        kind = run.data.tags.get("machine.kind", "untagged (logged before machine.kind existed)")
-        kinds[kind] = kinds.get(kind, 0) + 1
-    return kinds
+    def finished_machine_kinds(self, task: str, scale: str, sifter: str | None = None,
+                               since_ms: int | None = None) -> dict[str, int]:
+        """How many FINISHED runs of this task and scale (and sifter, and started at or after `since_ms`, if given)
+        the store holds per machine kind."""
+        sifter_filter = f" and tags.sifter = '{sifter}'" if sifter else ""
+        if since_ms is not None:
+            sifter_filter += f" and attributes.start_time >= {since_ms}"
+        runs = MlflowClient(self.uri).search_runs(
+            [self.experiment_id], max_results=50_000,
+            filter_string=f"tags.task = '{task}' and tags.scale = '{scale}'{sifter_filter} "
+                          "and attributes.status = 'FINISHED'")
+        kinds: dict[str, int] = {}
+        for run in runs:
+            kind = run.data.tags.get("machine.kind", "untagged (logged before machine.kind existed)")
+            kinds[kind] = kinds.get(kind, 0) + 1
+        return kinds
 
 
 def other_machine_error(cfg: DictConfig, kinds: dict[str, int], this_kind: str) -> str | None:

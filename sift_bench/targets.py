@@ -62,8 +62,10 @@ def build_sift_config(sifter_cfg):
         if key not in settings:
             raise ConfigError(f"sifter.{key} is missing: every policy's yaml sets it (see conf/sifter/)")
     try:
+        # How DDP ranks share the sifter is the policy's setting too (global where a yaml predates it).
         delay = SiftingBaseConfig(sift_delay=settings["sift_delay"],
-                                  repeat_delay_per_epoch=settings["repeat_delay_per_epoch"])
+                                  repeat_delay_per_epoch=settings["repeat_delay_per_epoch"],
+                                  sync=settings.get("sync", "global"))
         return cls(**{key: settings[key] for key in own if key in settings},
                    loss_based_sift_config=LossConfig(sift_config=delay))
     except (TypeError, ValueError) as error:

@@ -12,17 +12,25 @@ import logging
 import math
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import mlflow
 import yaml
+from hydra.core.hydra_config import HydraConfig
+from mlflow.data.code_dataset_source import CodeDatasetSource
+from mlflow.data.dataset_source_registry import resolve_dataset_source
+from mlflow.data.meta_dataset import MetaDataset
 from omegaconf import DictConfig, OmegaConf
 
+from sift_bench.data.cifar10 import ZIP_NAME
 from sift_bench.identity import flatten
 from sift_bench.machine import is_contended, machine_tags
 from sift_bench.metrics import EVAL_METRICS, FINAL_METRICS
 from sift_bench.portable import portable, portable_tree
+from sift_bench.sifting.policy import run_label
 from sift_bench.store import sqlite_file
+from sift_bench.targets import is_baseline, policy_class
 
 PARENT_RUN_ENV = "SIFT_BENCH_PARENT_RUN_ID"
 SWEEP_STARTED_ENV = "SIFT_BENCH_SWEEP_STARTED_MS"  # when this sitting's sweep began, in ms since the epoch
@@ -56,10 +64,6 @@ def git_remote() -> str | None:
 
 def command_tags() -> dict[str, str]:
     """The command line that launched the job, and this job's own overrides within a sweep."""
-    import sys
-
-    from hydra.core.hydra_config import HydraConfig
-
     tags = {"command": " ".join(["python -m sift_bench", *map(portable, sys.argv[1:])]),
             # MLflow would record sys.argv[0], an absolute path.
             "mlflow.source.name": "sift_bench"}
@@ -71,9 +75,6 @@ def command_tags() -> dict[str, str]:
 def sifter_label(sifter_cfg) -> str:
     """The policy's run-name fields and its delay, `beta=3 hist=500 delay=10`, as its class declares them; empty for
     the baseline."""
-    from sift_bench.sifting.policy import run_label
-    from sift_bench.targets import is_baseline, policy_class
-
     return "" if is_baseline(sifter_cfg) else run_label(policy_class(sifter_cfg), sifter_cfg)
 
 
@@ -128,8 +129,6 @@ def data_files(cfg: DictConfig) -> dict[str, Path | None]:
     source = OmegaConf.select(cfg, "task.data.source", default=None)
     data_dir = Path(cfg.paths.data_dir)
     if source == "zip":  # CIFAR-10: one zip holds the training and the test images
-        from sift_bench.data.cifar10 import ZIP_NAME
-
         return dict.fromkeys(DATASET_CONTEXTS, data_dir / ZIP_NAME)
     if source == "tsv":  # SST-2: GLUE's train.tsv, and its dev.tsv as the test split
         train = data_dir / "sst2" / "train.tsv"
@@ -150,10 +149,6 @@ def datasets(cfg: DictConfig) -> dict:
     """The run's training, validation and test data as MLflow datasets (metadata only: no data is copied), by context.
     A digest covers the file (file_digest) and the task's data settings, which pick the split out of it; the source
     is the file's path relative to where the command runs, or, without a file, the code that made the data."""
-    from mlflow.data.code_dataset_source import CodeDatasetSource
-    from mlflow.data.dataset_source_registry import resolve_dataset_source
-    from mlflow.data.meta_dataset import MetaDataset
-
     data = cfg.task.get("data")
     settings = json.dumps(OmegaConf.to_container(data, resolve=True) if isinstance(data, DictConfig) else data,
                           sort_keys=True, default=str)

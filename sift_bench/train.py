@@ -12,6 +12,7 @@ from typing import Callable
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
 
 from sift_bench import distributed
 from sift_bench.loop_parts import autocast_factory, build_optimizer, scoring_loss
@@ -69,8 +70,6 @@ def _clock(seconds: float) -> str:
 
 def _progress_bar(total: int, enabled: bool):
     """tqdm's bar where stderr is a terminal and trainer.progress is on; elsewhere, on the main rank, a ProgressLog."""
-    from tqdm import tqdm
-
     # disable=None lets tqdm switch itself off when stderr is not a terminal (CI, log files).
     bar = tqdm(total=total, unit="sample", unit_scale=True, dynamic_ncols=True, disable=None if enabled else True,
                file=sys.stderr)
@@ -91,13 +90,13 @@ def model_for_ranks(model: torch.nn.Module, device: torch.device, seed: int) -> 
 
 
 def sifting_loader(parts: TaskParts, sift_config, autocast: Callable, epochs: int, seed: int,
-                   sync: str, optimizer_cfg) -> SiftingDataloader | None:
+                   optimizer_cfg) -> SiftingDataloader | None:
     """The task's loader wrapped in the sifter `sift_config` asks for (scoring with `scoring_loss`, under the run's
     autocast); None for the baseline."""
     if sift_config is None:
         return None
     return SiftingDataloader(sift_config, parts.train_loader, scoring_loss(parts, sift_config, autocast, optimizer_cfg),
-                             parts.model, seed=seed, num_samples=parts.num_train_samples, num_epochs=epochs, sync=sync)
+                             parts.model, seed=seed, num_samples=parts.num_train_samples, num_epochs=epochs)
 
 
 def training_step(parts: TaskParts, train_model: torch.nn.Module, batch, autocast: Callable,
@@ -121,15 +120,14 @@ def train(
     seed: int = 0,
     target_accuracy: float | None = None,
     on_eval: Callable[[EvalPoint], None] | None = None,
-    sync: str = "global",
 ) -> TrainResult:
     """Train `parts.model` for `trainer_cfg.epochs` epochs, evaluated, counted and timed by a `RunRecorder`
     (sift_bench.recorder: the evaluation schedule and the result of every loop).
 
     Under DDP (an initialised process group, see sift_bench.distributed) each rank trains on its shard, the
     model wrapped in DistributedDataParallel; counts are summed over the ranks and rank 0 alone evaluates (its
-    accuracies are the run's; the other ranks' evaluation points hold NaN). `sync` is the sifter's
-    (SiftingDataloader's `sync`).
+    accuracies are the run's; the other ranks' evaluation points hold NaN). How the ranks share the sifter's loss
+    history is the policy's `sync` setting.
     """
     model = parts.model
     world = distributed.current()
@@ -139,36 +137,27 @@ def train(
     total_samples = trainer_cfg.epochs * parts.num_train_samples
     schedule = SampleSchedule(optimizer, total_samples, trainer_cfg.schedule.name,
                               trainer_cfg.schedule.warmup_fraction, trainer_cfg.schedule.final_lr_fraction)
-    sifter = sifting_loader(parts, sift_config, autocast, trainer_cfg.epochs, seed, sync, trainer_cfg.optimizer)
+    sifter = sifting_loader(parts, sift_config, autocast, trainer_cfg.epochs, seed, trainer_cfg.optimizer)
     loader = parts.train_loader if sifter is None else sifter
     # Stale-loss and InfoBatch sifters decide from the training losses, so the loop hands them back.
     feedback = sifter if sifter is not None and sifter.uses_training_losses else None
 
-    record = RunRecorder(parts, trainer_cfg, device, autocast, target_accuracy, on_eval)
+    record = RunRecorder(parts, trainer_cfg, device, autocast, target_accuracy, on_eval, sifter=sifter)
     progress = _progress_bar(total_samples, trainer_cfg.progress and world.is_main)
-    lr_multiplier, steps = 0.0, 0
+    lr_multiplier = 0.0
     model.train()
     record.start()
     for epoch in range(trainer_cfg.epochs):
         record.epoch_begin()
         for step, batch in enumerate(loader):
-            # The candidates consumed to build this batch count as seen, so the schedule runs on samples seen.
-            # Under DDP the sifter counts over all ranks; so does the plain loader, whose shards are equal in size.
-            record.samples_seen = (sifter.stats.samples_seen if sifter
-                                   else record.samples_seen + parts.batch_size_of(batch) * world.world_size)
             record.batch_trained(batch)
-            steps += 1
             lr_multiplier = schedule.step(record.samples_seen)
-            losses = training_step(parts, train_model, batch, autocast, optimizer, feedback)
-            record.loss_sum += losses.sum()
+            record.add_losses(training_step(parts, train_model, batch, autocast, optimizer, feedback))
             progress.update(record.samples_seen - progress.n)
             if step % 20 == 0 and not progress.disable:
                 progress.set_postfix(epoch=epoch + 1, loss=f"{record.loss_sum.item() / record.epoch_trained:.3f}",
                                      accepted=f"{100.0 * record.epoch_trained / record.epoch_seen:.1f}%")
             record.after_step(lr_multiplier)
-        if sifter:
-            # Candidates sifted after the epoch's last batch (under DDP, or with drop_last) were seen too.
-            record.samples_seen = sifter.stats.samples_seen
         record.epoch_end(lr_multiplier)
     progress.close()
-    return record.result(sifter, steps)
+    return record.result()

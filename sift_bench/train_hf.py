@@ -101,22 +101,15 @@ class _RunMeter(TrainerCallback):
     # ---- called by the trainer for each batch it trains
 
     def batch_trained(self, batch) -> None:
+        self.record.sifter = self.sifter()  # built by the Trainer once training starts
         self.record.batch_trained(batch)
-        if self.sifter() is None:
-            # Unsifted shards are equal in size, so every rank saw as many.
-            self.record.samples_seen += self.record.parts.batch_size_of(batch) * self.record.world.world_size
 
     def training_losses(self, model, batch) -> torch.Tensor:
         losses = self.record.parts.per_sample_loss(model, batch)
-        self.record.loss_sum += losses.detach().sum()
+        self.record.add_losses(losses)
         return losses
 
     # ---- callback events
-
-    def _update_seen(self) -> None:
-        sifter = self.sifter()
-        if sifter is not None:
-            self.record.samples_seen = sifter.stats.samples_seen  # counted over all ranks, delay included
 
     def _lr_multiplier(self) -> float:
         return self.trainer.optimizer.param_groups[0]["lr"] / self.trainer.args.learning_rate
@@ -128,16 +121,14 @@ class _RunMeter(TrainerCallback):
         self.record.epoch_begin()
 
     def on_step_end(self, args, state, control, **kwargs):
-        self._update_seen()
         self.record.after_step(self._lr_multiplier())
 
     def on_epoch_end(self, args, state, control, **kwargs):
-        # Candidates sifted after the epoch's last batch were seen too.
-        self._update_seen()
         self.record.epoch_end(self._lr_multiplier())
 
     def result(self) -> TrainResult:
-        return self.record.result(self.sifter(), self.trainer.state.global_step)
+        self.record.sifter = self.sifter()
+        return self.record.result(self.trainer.state.global_step)
 
 
 class _MeteredTaskLoss(Loss):
@@ -185,7 +176,6 @@ def train(
     seed: int = 0,
     target_accuracy: float | None = None,
     on_eval: Callable[[EvalPoint], None] | None = None,
-    sync: str = "global",
 ) -> TrainResult:
     """Train `parts.model` for `trainer_cfg.epochs` epochs with the Hugging Face Trainer; see sift_bench.train.train."""
     autocast = autocast_factory(device, precision)
@@ -200,7 +190,7 @@ def train(
             sift_loss = (_MeteredTaskLoss(meter) if sift_config.uses_training_losses
                          else scoring_loss(parts, sift_config, autocast, trainer_cfg.optimizer))
             trainer = _SiftingTaskTrainer(model=parts.model, args=args, meter=meter, sift_config=sift_config,
-                                          sift_loss=sift_loss, sift_sync=sync)
+                                          sift_loss=sift_loss)
         meter.trainer = trainer
         trainer.remove_callback(PrinterCallback)  # it would print the Trainer's final log line
         # Added after SiftingTrainer's own callback, which brings the schedule up to date at an epoch's end.

@@ -4,6 +4,7 @@ import math
 from datetime import datetime
 from omegaconf import DictConfig, OmegaConf
 
+from sift_bench import machine
 from sift_bench.distributed import world_size_from_env
 from sift_bench.schedule import SCHEDULES
 from sift_bench.errors import ConfigError
@@ -52,13 +53,14 @@ def validate(cfg: DictConfig):
     """Validate the whole job config; returns the sift config (None for the baseline)."""
     refuse_unknown_keys(cfg)
     task_builder(cfg.task)  # the task's code imports, before the store or the data is touched
+    # Named as the yaml names it, with what each mode means, before the policy's own check of the value.
+    if not is_baseline(cfg.sifter):
+        _require(cfg.sifter.get("sync") in SYNC_MODES, "sifter.sync", cfg.sifter.get("sync"),
+                 f"one of {SYNC_MODES} (global: one loss history across DDP ranks; local: each rank sifts alone)")
     sift_config = build_sift_config(cfg.sifter)
     start_deadline(cfg.tracking.start_before)
     _require(cfg.tracking.timing_slot in (None, "first", "last"), "tracking.timing_slot", cfg.tracking.timing_slot,
              "null, 'first' or 'last'")
-    if not is_baseline(cfg.sifter):
-        _require(cfg.sifter.get("sync") in SYNC_MODES, "sifter.sync", cfg.sifter.get("sync"),
-                 f"one of {SYNC_MODES} (global: one loss history across DDP ranks; local: each rank sifts alone)")
     trainer = cfg.trainer
     _require(_is_int(cfg.seed) and cfg.seed >= 0, "seed", cfg.seed, "an integer >= 0")
     _require(_is_int(trainer.epochs) and trainer.epochs >= 1, "trainer.epochs", trainer.epochs, "an integer >= 1")
@@ -112,8 +114,6 @@ def resolve_precision(cfg: DictConfig) -> str:
     A table sweep (a config with a `table` node) whose `auto` comes out fp32 is refused: its jobs would be new
     configs in the table's store, never its rows. bf16 asked for on a CPU without native kernels runs, with a
     warning of what it costs. Returns the precision, also written into `cfg.scale.precision`."""
-    from sift_bench import machine
-
     asked, device = cfg.scale.precision, str(cfg.scale.device)
     precision = machine.resolve_precision(asked, device)
     if asked == "auto" and precision != "bf16" and OmegaConf.select(cfg, "table", default=None) is not None:

@@ -70,3 +70,33 @@ def test_the_report_imports_no_mlflow():
                             "assert 'mlflow' not in sys.modules, 'mlflow imported'"],
                            cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert probe.returncode == 0, probe.stderr
+
+
+MAX_FUNCTION_LINES = 60
+
+
+def functions(path):
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+
+
+def test_no_function_is_longer_than_the_limit():
+    long = {f"{module_name(path)}.{node.name}": node.end_lineno - node.lineno + 1
+            for path in PACKAGE.rglob("*.py") for node in functions(path)}
+    assert {name: lines for name, lines in long.items() if lines > MAX_FUNCTION_LINES} == {}
+
+
+def test_an_import_inside_a_function_says_why():
+    """Imports sit at the top of a module; one that waits for its function (an optional package, a heavy one only a
+    rare path needs, one the report must not load) has a comment above it in its function saying which."""
+    silent = []
+    for path in PACKAGE.rglob("*.py"):
+        lines = path.read_text().splitlines()
+        for function in functions(path):
+            for node in ast.walk(function):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    above = lines[function.lineno - 1:node.lineno]
+                    if not any("#" in line for line in above):
+                        silent.append(f"{module_name(path)}:{node.lineno}")
+    assert silent == []

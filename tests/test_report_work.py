@@ -10,6 +10,7 @@ import pytest
 from sift_bench import report
 from sift_bench.report import frontier, work
 from sift_bench.report.__main__ import main
+from sift_bench.sifting.config import BUILT_IN_POLICIES
 from test_report import KEEP25, KEEP50, NONE, RP1, SST2, frame_row, row_of, runs_frame
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
@@ -169,3 +170,8 @@ def test_infobatch_runs_from_before_its_official_schedule_are_left_out_as_supers
     assert list(used["run_id"]) == [runs.loc[0, "run_id"], "official"]
     assert list(excluded["kind"]) == ["superseded"] and excluded["reason"].iloc[0].startswith("superseded: InfoBatch")
     assert report.exclusion_of_reason(excluded["reason"].iloc[0]) == "superseded"
+
+
+def test_the_sifters_that_never_score_are_those_whose_policy_declares_no_scoring_pass():
+    declared = {policy.name for policy in BUILT_IN_POLICIES if not (policy.scores or policy.scores_on_demand)}
+    assert set(work.NEVER_SCORE) == declared

@@ -4,13 +4,17 @@ import dataclasses
 import math
 
 import pytest
+import torch
+from conftest import compose_config
 
 from sift_bench.sifting import (
     LossConfig,
     RandomSiftConfig,
     RelativeProbabilisticSiftConfig,
     SiftingBaseConfig,
+    SiftingDataloader,
 )
+from sift_bench.targets import build_sift_config
 
 
 def loss_config(sift_delay=0):
@@ -83,6 +87,24 @@ def test_bad_sift_delay(sift_delay, error):
 def test_bad_repeat_delay_per_epoch():
     with pytest.raises(TypeError, match=r"repeat_delay_per_epoch must be a bool, got 'yes'"):
         SiftingBaseConfig(repeat_delay_per_epoch="yes")
+
+
+def test_sync_is_a_policy_setting_beside_the_delay():
+    assert SiftingBaseConfig().sync == "global"
+    with pytest.raises(ValueError, match=r"sync must be one of \('global', 'local'\), got 'all'"):
+        SiftingBaseConfig(sync="all")
+    policy = RandomSiftConfig(keep_fraction=0.5, loss_based_sift_config={"sift_config": {"sift_delay": 0, "sync": "local"}})
+    loader = torch.utils.data.DataLoader(torch.zeros(8, 1), batch_size=4)
+    # The loader reads the policy's setting; an argument, where a caller gives one, overrides it.
+    assert SiftingDataloader(policy, loader).sync == "local"
+    assert SiftingDataloader(policy, loader, sync="global").sync == "global"
+    assert SiftingDataloader(RandomSiftConfig(keep_fraction=0.5, loss_based_sift_config=loss_config()), loader).sync == "global"
+
+
+def test_the_harness_puts_sifter_sync_into_the_policy():
+    cfg = compose_config(["sifter=random", "sifter.sync=local"])
+    assert build_sift_config(cfg.sifter).loss_based_sift_config.sift_config.sync == "local"
+    assert build_sift_config(compose_config(["sifter=infobatch"]).sifter).loss_based_sift_config.sift_config.sync == "global"
 
 
 @pytest.mark.parametrize(

@@ -12,10 +12,9 @@ AMX, ZEN5 = "Xeon, 2 cores, family 6 model 167 amx_bf16", "EPYC, 2 cores, family
 
 
 @pytest.fixture
-def store_uri(tmp_path) -> tuple[str, str]:
-    """A fresh store opened as a job opens it, and its experiment's id."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    return uri, store.use_store(uri, "sift_bench")
+def runs(tmp_path) -> store.Store:
+    """A fresh store opened as a job opens it."""
+    return store.Store.open(f"sqlite:///{tmp_path / 'mlflow.db'}", "sift_bench")
 
 
 def finished(client: MlflowClient, experiment_id: str, tags: dict, other_cpu_fraction: float = 0.0,
@@ -29,7 +28,7 @@ def finished(client: MlflowClient, experiment_id: str, tags: dict, other_cpu_fra
 def test_a_new_store_keeps_its_artifacts_beside_it_at_a_relative_location(tmp_path):
     uri = f"sqlite:///{tmp_path / 'results' / 'mlflow.db'}"
     experiment_id = store.use_store(uri, "sift_bench")
-    assert store.use_store(uri, "sift_bench") == experiment_id  # found, not made twice
+    assert store.Store.open(uri, "sift_bench") == store.Store(uri, "sift_bench", experiment_id)  # found, not made twice
     with sqlite3.connect(tmp_path / "results" / "mlflow.db") as connection:
         locations = dict(connection.execute("SELECT experiment_id, artifact_location FROM experiments"))
     # No absolute path in the file: the folder can be cloned anywhere and resumed there.
@@ -38,26 +37,24 @@ def test_a_new_store_keeps_its_artifacts_beside_it_at_a_relative_location(tmp_pa
     assert store.sqlite_file(uri) == tmp_path / "results" / "mlflow.db"
 
 
-def test_finished_runs_are_found_by_config_hash_slot_and_cleanliness(store_uri):
-    uri, experiment_id = store_uri
-    client = MlflowClient(uri)
+def test_finished_runs_are_found_by_config_hash_slot_and_cleanliness(runs):
+    client, experiment_id = MlflowClient(runs.uri), runs.experiment_id
     busy = finished(client, experiment_id, {"config_hash": "h1"}, other_cpu_fraction=0.3)
-    assert store.find_finished_run(uri, experiment_id, "h1") == busy
+    assert runs.find_finished_run("h1") == busy
     # rerun_contended: a run timed while other processes used the machine is not done.
-    assert store.find_finished_run(uri, experiment_id, "h1", clean_only=True) is None
+    assert runs.find_finished_run("h1", clean_only=True) is None
     clean = finished(client, experiment_id, {"config_hash": "h1"}, other_cpu_fraction=0.01)
-    assert store.find_finished_run(uri, experiment_id, "h1", clean_only=True) == clean
+    assert runs.find_finished_run("h1", clean_only=True) == clean
     finished(client, experiment_id, {"config_hash": "h2"}, status="FAILED")
-    assert store.find_finished_run(uri, experiment_id, "h2") is None
+    assert runs.find_finished_run("h2") is None
     # The `last` timing slot of a table's baseline is done only by a run in that slot.
-    assert store.find_finished_run(uri, experiment_id, "h1", timing_slot="last") is None
+    assert runs.find_finished_run("h1", timing_slot="last") is None
     last = finished(client, experiment_id, {"config_hash": "h1", "timing_slot": "last"})
-    assert store.find_finished_run(uri, experiment_id, "h1", timing_slot="last") == last
+    assert runs.find_finished_run("h1", timing_slot="last") == last
 
 
-def test_a_run_timed_at_another_machine_speed_than_its_reference_baseline_is_named_with_the_ratio(store_uri):
-    uri, experiment_id = store_uri
-    client = MlflowClient(uri)
+def test_a_run_timed_at_another_machine_speed_than_its_reference_baseline_is_named_with_the_ratio(runs):
+    client, experiment_id = MlflowClient(runs.uri), runs.experiment_id
 
     def timed(sifter: str, eval_time_s: float, config_hash: str) -> str:
         run_id = client.create_run(experiment_id, tags={
@@ -71,21 +68,20 @@ def test_a_run_timed_at_another_machine_speed_than_its_reference_baseline_is_nam
 
     baseline = timed("none", 10.0, "base")
     slowed, alike = timed("random", 15.0, "keep50"), timed("random", 11.0, "keep25")
-    assert store.pace_mismatch_of(uri, "sift_bench", slowed) == (pytest.approx(1.5), baseline)
-    assert store.pace_mismatch_of(uri, "sift_bench", alike) is None
-    assert store.pace_mismatch_of(uri, "sift_bench", baseline) is None  # its own reference
+    assert runs.pace_mismatch_of(slowed) == (pytest.approx(1.5), baseline)
+    assert runs.pace_mismatch_of(alike) is None
+    assert runs.pace_mismatch_of(baseline) is None  # its own reference
 
 
-def test_machine_kinds_are_counted_per_task_scale_sifter_and_time(store_uri):
-    uri, experiment_id = store_uri
-    client = MlflowClient(uri)
+def test_machine_kinds_are_counted_per_task_scale_sifter_and_time(runs):
+    client, experiment_id = MlflowClient(runs.uri), runs.experiment_id
     for kind, sifter in ((AMX, "none"), (AMX, "random"), (ZEN5, "none")):
         finished(client, experiment_id, {"task": "sst2_bert", "scale": "cpu", "sifter": sifter, "machine.kind": kind})
     finished(client, experiment_id, {"task": "sst2_bert", "scale": "smoke", "sifter": "none", "machine.kind": AMX})
-    assert store.finished_machine_kinds(uri, experiment_id, "sst2_bert", "cpu") == {AMX: 2, ZEN5: 1}
-    assert store.finished_machine_kinds(uri, experiment_id, "sst2_bert", "cpu", "none") == {AMX: 1, ZEN5: 1}
+    assert runs.finished_machine_kinds("sst2_bert", "cpu") == {AMX: 2, ZEN5: 1}
+    assert runs.finished_machine_kinds("sst2_bert", "cpu", "none") == {AMX: 1, ZEN5: 1}
     later = max(run.info.start_time for run in client.search_runs([experiment_id])) + 1
-    assert store.finished_machine_kinds(uri, experiment_id, "sst2_bert", "cpu", since_ms=later) == {}
+    assert runs.finished_machine_kinds("sst2_bert", "cpu", since_ms=later) == {}
 
 
 def test_another_machine_kind_is_refused_with_the_kinds_named():

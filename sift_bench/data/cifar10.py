@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from PIL import Image
 
 from sift_bench.data import DataNotFoundError
 from sift_bench.data.sharding import shard_order
@@ -37,8 +38,6 @@ class CifarArrays:
 
 
 def _decode_zip(zip_path: Path) -> dict[str, np.ndarray]:
-    from PIL import Image
-
     out: dict[str, list] = {"train_images": [], "train_labels": [], "test_images": [], "test_labels": []}
     class_index = {name: i for i, name in enumerate(CLASSES)}
     with zipfile.ZipFile(zip_path) as archive:
@@ -82,7 +81,7 @@ def load_zip(data_dir: str | Path, cache_dir: str | Path) -> CifarArrays:
 
 
 def load_torchvision(root: str | Path) -> CifarArrays:
-    from torchvision.datasets import CIFAR10
+    from torchvision.datasets import CIFAR10  # the online path only (task.data.source=torchvision): a second of import
 
     splits = {}
     for split, train in (("train", True), ("test", False)):

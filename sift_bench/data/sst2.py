@@ -50,7 +50,7 @@ def load_tsv(data_dir: str | Path) -> tuple[Sentences, Sentences]:
 
 
 def load_hub(cache_dir: str | Path) -> tuple[Sentences, Sentences]:
-    try:
+    try:  # not a dependency: only task.data.source=hub (online) reads it, and says to install it when missing
         import datasets
     except ImportError as error:
         raise DataNotFoundError("task.data.source=hub needs the `datasets` package: pip install datasets") from error

@@ -172,7 +172,7 @@ class SiftingDataModule(pl.LightningDataModule):
         loss: Loss | None = None,
         *,
         seed: int | None = None,
-        sync: str = "global",
+        sync: str | None = None,
         process_group=None,
     ) -> None:
         if not isinstance(sift_config, SiftPolicy):

@@ -165,7 +165,7 @@ class TrainerSifting:
     dataloader: the SiftingDataloader of the latest `train()` (None before the first), for its `stats`.
     """
 
-    def __init__(self, trainer: Trainer, sift_config: SiftPolicy, loss: Loss | None = None, sync: str = "global"):
+    def __init__(self, trainer: Trainer, sift_config: SiftPolicy, loss: Loss | None = None, sync: str | None = None):
         sift_config = as_sift_config(sift_config)
         if not isinstance(sift_config, SiftPolicy):
             raise TypeError(
@@ -275,13 +275,13 @@ class _SiftingCallback(TrainerCallback):
             control.should_training_stop = True
 
 
-def enable_sifting(trainer: Trainer, sift_config: SiftPolicy, loss: Loss | None = None, *, sync: str = "global",
+def enable_sifting(trainer: Trainer, sift_config: SiftPolicy, loss: Loss | None = None, *, sync: str | None = None,
                    set_epochs: bool = False) -> None:
     """Make `trainer` train on a SiftingDataloader around the loader it builds (see the module docstring).
 
     sift_config: a sift config of sift_bench.sifting (or a dict of RelativeProbabilisticSiftConfig's fields). loss:
     the per-sample loss that scores candidates (and, for stale loss and InfoBatch, trains); default
-    `LogitsCrossEntropyLoss`. sync: SiftingDataloader's, under DDP. set_epochs: SageMaker's switch to train by
+    `LogitsCrossEntropyLoss`. sync: SiftingDataloader's, under DDP (None: the policy's setting). set_epochs: SageMaker's switch to train by
     `num_train_epochs` when the sifted loader has no length; accepted for SageMaker scripts and changes nothing
     here, since the loader the Trainer sees has the length of its candidate batches, so the Trainer always plans by
     its own `num_train_epochs` or `max_steps`. The sifter of the latest `train()` is `trainer.sifting.dataloader`.
@@ -315,7 +315,7 @@ class SiftingTrainer(Trainer):
     Trainer's. The sifter of the latest `train()` is `self.sifting.dataloader`.
     """
 
-    def __init__(self, *args, sift_config: SiftPolicy, sift_loss: Loss | None = None, sift_sync: str = "global",
+    def __init__(self, *args, sift_config: SiftPolicy, sift_loss: Loss | None = None, sift_sync: str | None = None,
                  **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.sifting = TrainerSifting(self, sift_config, sift_loss, sift_sync)

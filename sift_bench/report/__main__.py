@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from sift_bench import report
+from sift_bench.cli import DEFAULT_URI, add_store_arguments, experiment_of
 from sift_bench.portable import relative_frame, relative_text
 from sift_bench.report import budget, claims, markdown, status
 from sift_bench.report.notes import report_notes
@@ -26,8 +27,6 @@ from sift_bench.report.sources import NothingToReport, read_csv_dir, read_histor
 from sift_bench.report.verdicts import interval_text
 
 # conf/tracking/mlflow.yaml's defaults, so a bare `python -m sift_bench.report` reads what a bare job wrote.
-DEFAULT_URI = "sqlite:///mlflow.db"
-DEFAULT_EXPERIMENT = "sift_bench"
 DEFAULT_SCALE = "cpu"
 REPORT_FILES = ("report.md", "table.csv")  # what says a folder holds a report
 BUDGET_FILES = ("budget.md", "budget.csv")
@@ -74,8 +73,7 @@ def parser() -> argparse.ArgumentParser:
                     "excluded.csv) for one scale from the harness's MLflow store, using FINISHED runs only.",
         epilog="Exit status: 0 written; 1 nothing to report (no store, no experiment, or no FINISHED run of the "
                "scale): nothing is written; 2 bad usage.")
-    cli.add_argument("--tracking-uri", help=f"MLflow store to read (default {DEFAULT_URI}, the harness default)")
-    cli.add_argument("--experiment-name", help=f"MLflow experiment (default {DEFAULT_EXPERIMENT})")
+    add_store_arguments(cli, f"{DEFAULT_URI}, the harness default")
     cli.add_argument("--scale", help=f"only runs of this scale go in (default {DEFAULT_SCALE}; with --from-csv, "
                                      "the scale of the runs in the CSV)")
     cli.add_argument("--machine", metavar="TEXT",
@@ -174,7 +172,7 @@ def read_source(cli: argparse.ArgumentParser, args) -> tuple:
         source = f"rebuilt from the CSV files in {relative_text(str(runs_csv_path(args.from_csv).parent))}"
         return runs, excluded_before, history, scale, out, source
     uri = args.tracking_uri or DEFAULT_URI
-    experiment_name = args.experiment_name or DEFAULT_EXPERIMENT
+    experiment_name = experiment_of(args)
     scale = args.scale or DEFAULT_SCALE
     # Refused before the store is read; a folder's own store (results/cpu/mlflow.db) may rebuild its report.
     own_store = uri.startswith("sqlite:///") and uri.endswith("/mlflow.db")

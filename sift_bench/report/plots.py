@@ -25,6 +25,7 @@ SAVINGS_PLOT_CAPTION = ("Test accuracy against % training time saved, per task: 
 
 
 def _pyplot():
+    # Only a report that draws loads matplotlib, and pyplot only once the Agg backend (no display) is chosen.
     import matplotlib
 
     matplotlib.use("Agg")

@@ -78,14 +78,18 @@ def split_runs(runs: pd.DataFrame, scale: str, machine: str | None = None,
         reason[index], exclusion[index] = words, Exclusion.RERUN.value
 
     used = runs[reason.isna()].reset_index(drop=True)
-    left_out = runs[reason.notna()]
-    excluded = pd.DataFrame({
-        "run_id": left_out["run_id"], "run_name": column(left_out, "tags.mlflow.runName"),
-        "status": column(left_out, "status"), "scale": scales[reason.notna()],
-        "task": column(left_out, "tags.task"), "sifter": column(left_out, "tags.sifter"),
-        "seed": column(left_out, "tags.seed"), "reason": reason[reason.notna()], "kind": exclusion[reason.notna()],
-    }, columns=list(EXCLUDED_COLUMNS)).reset_index(drop=True)
+    excluded = excluded_frame(runs[reason.notna()], scales[reason.notna()], reason, exclusion)
     return used, excluded
+
+
+def excluded_frame(left_out: pd.DataFrame, scales: pd.Series, reason: pd.Series, exclusion: pd.Series) -> pd.DataFrame:
+    """The left-out runs as excluded.csv lists them: who they are, and why (`reason` in words, `kind` its key)."""
+    return pd.DataFrame({
+        "run_id": left_out["run_id"], "run_name": column(left_out, "tags.mlflow.runName"),
+        "status": column(left_out, "status"), "scale": scales,
+        "task": column(left_out, "tags.task"), "sifter": column(left_out, "tags.sifter"),
+        "seed": column(left_out, "tags.seed"), "reason": reason[left_out.index], "kind": exclusion[left_out.index],
+    }, columns=list(EXCLUDED_COLUMNS)).reset_index(drop=True)
 
 
 def rerun_reasons(candidates: pd.DataFrame, kinds: pd.Series) -> dict:

@@ -12,8 +12,10 @@ class NothingToReport(Exception):
     pass
 
 
-def read_store(uri: str, experiment_name: str) -> pd.DataFrame:
-    """Every active run of the experiment, as `mlflow.search_runs` returns them."""
+def read_store(uri: str, experiment_name: str, filter_string: str = "") -> pd.DataFrame:
+    """Every active run of the experiment (those `filter_string` selects, in MLflow's search syntax, where given), as
+    `mlflow.search_runs` returns them."""
+    # MLflow loads only when a store is read: `import sift_bench.report` and a --from-csv rebuild need none.
     import mlflow
     from mlflow.tracking import MlflowClient
 
@@ -26,13 +28,14 @@ def read_store(uri: str, experiment_name: str) -> pd.DataFrame:
     if experiment is None:
         raise NothingToReport(f"no experiment named {experiment_name!r} in {uri}")
     mlflow.set_tracking_uri(uri)
-    return report.normalise(mlflow.search_runs([experiment.experiment_id], max_results=100_000))
+    return report.normalise(mlflow.search_runs([experiment.experiment_id], filter_string=filter_string,
+                                               max_results=100_000))
 
 
 def read_history(uri: str, run_ids: list[str]) -> pd.DataFrame:
     """Per-evaluation metrics, one row per run and step; at a step logged twice (the last evaluation and the
     final figures) the later value wins, as in `metrics.*`."""
-    from mlflow.tracking import MlflowClient
+    from mlflow.tracking import MlflowClient  # as in read_store: only a store's reader loads MLflow
 
     client = MlflowClient(uri)
     records = [(run_id, point.step, point.timestamp, order, name, point.value)

@@ -22,7 +22,8 @@ from sift_bench.report.vocabulary import ACCURACIES, BASELINE, CONTROL, WORK_FRO
 
 SMART_SIFTING = "relative_probabilistic"
 # Built-in policies that never run a scoring pass: random draws, InfoBatch and the loss-memory variant read the
-# training losses. Their runs logged before `samples_scored` existed scored nothing.
+# training losses. Their runs logged before `samples_scored` existed scored nothing. The report loads no torch, so it
+# cannot read the policies' own declarations (`scores`): tests/test_report_work.py checks this list against them.
 NEVER_SCORE = (BASELINE, CONTROL, "infobatch", "stale_loss")
 
 

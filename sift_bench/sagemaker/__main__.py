@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import random
 import runpy
 import shlex
 import subprocess
@@ -22,10 +21,20 @@ import traceback
 from pathlib import Path
 from typing import Iterator
 
-from sift_bench.sagemaker.recording import ARMS, SCALE
+import mlflow
+import torch
+from mlflow.tracking import MlflowClient
 
-DEFAULT_URI = "sqlite:///mlflow.db"  # as for `python -m sift_bench`
-DEFAULT_EXPERIMENT = "sift_bench"
+from sift_bench import liveness
+from sift_bench.cli import DEFAULT_URI, add_store_arguments, experiment_of, summary_block
+from sift_bench.machine import OtherCpuMeter
+from sift_bench.portable import portable
+from sift_bench.report.__main__ import main as report_main
+from sift_bench.sagemaker import aliases, recording
+from sift_bench.sagemaker.recording import ARMS, SCALE
+from sift_bench.seeding import seed_everything
+from sift_bench.sifting import hooks
+
 DEFAULT_USD_PER_HOUR = 0.23  # conf/scale/cpu.yaml's assumed price of a small CPU instance
 COMPARE_ARMS = ("none", "as-written", "random")  # per seed, in this order: the baseline nearest in time pairs best
 DEFAULT_COMPARE_SEEDS = [0, 1, 2]
@@ -62,25 +71,12 @@ def parser() -> argparse.ArgumentParser:
                           "tables")
     cli.add_argument("--out", type=Path, metavar="DIR",
                      help="with --compare: the report's folder (default results/script/<script name>)")
-    cli.add_argument("--tracking-uri", metavar="URI",
-                     help=f"MLflow store (default $MLFLOW_TRACKING_URI, else {DEFAULT_URI})")
-    cli.add_argument("--experiment-name", default=DEFAULT_EXPERIMENT, help=f"default {DEFAULT_EXPERIMENT}")
+    add_store_arguments(cli, f"$MLFLOW_TRACKING_URI, else {DEFAULT_URI}")
     cli.add_argument("--usd-per-hour", type=float, default=DEFAULT_USD_PER_HOUR,
                      help=f"price of the machine, for cost_usd (default {DEFAULT_USD_PER_HOUR})")
     cli.add_argument("script", metavar="SCRIPT", help="the training script, run as `python SCRIPT ARGS...` would")
     cli.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's own arguments")
     return cli
-
-
-def seed_everything(seed: int) -> None:
-    import numpy as np
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    # Lightning's seed_everything() without an argument, and its samplers, read it.
-    os.environ["PL_GLOBAL_SEED"] = str(seed)
 
 
 @contextlib.contextmanager
@@ -96,22 +92,11 @@ def as_script(script: Path, script_args: list[str]) -> Iterator[None]:
 
 
 def command_text(argv: list[str]) -> str:
-    from sift_bench.portable import portable
-
     return " ".join(["python -m sift_bench.sagemaker", *map(portable, argv)])
 
 
 def run_once(args, seed: int | None, argv: list[str]) -> int:
     """Run the script once, in this process, under one arm and seed, recorded in one MLflow run; its exit status."""
-    import mlflow
-    import torch
-    from mlflow.tracking import MlflowClient
-
-    from sift_bench import liveness
-    from sift_bench.machine import OtherCpuMeter
-    from sift_bench.sagemaker import aliases, recording
-    from sift_bench.sifting import hooks
-
     script = Path(args.script)
     recorder = recording.ScriptRecorder(args.sifter)
     # The run's liveness lock (sift_bench.liveness), held until its end is recorded, so a sweep on the same store
@@ -121,7 +106,7 @@ def run_once(args, seed: int | None, argv: list[str]) -> int:
                               seed, command_text(argv), alive.enter_context(liveness.hold(args.tracking_uri)))
     os.environ["MLFLOW_TRACKING_URI"] = args.tracking_uri  # the script's own MLflow use defaults to this store
     if seed is not None:
-        seed_everything(seed)
+        seed_everything(seed, lightning=True)
     status, code = "FINISHED", 0
     meter = OtherCpuMeter().start()
     started = time.perf_counter()
@@ -160,15 +145,15 @@ def run_once(args, seed: int | None, argv: list[str]) -> int:
 def summary(args, recorder, final: dict, seed: int | None, run_id: str, status: str) -> str:
     settings = " ".join(f"{key.removeprefix('sifter.')}={value}" for key, value in recorder.params().items()
                         if key != "sifter.name")
-    return "\n".join([
-        f"script       {args.script} {shlex.join(args.script_args)}".rstrip(),
-        f"sifter       {args.sifter}: {recorder.sifter_name()} {settings}".rstrip(),
-        f"seed         {'none (the script seeds itself or not)' if seed is None else seed}",
-        f"accepted     {final['pct_accepted']:.1f} % ({final['samples_kept']:.0f} of {final['samples_seen']:.0f} "
-        f"samples, {len(recorder.sifters)} SiftingDataloader)",
-        f"time         {final['train_time_s']:.1f} s wall (scoring {final['sift_time_s']:.1f} s)",
-        f"cost         ${final['cost_usd']:.4f} at ${args.usd_per_hour}/h",
-        f"mlflow run   {run_id} ({status}) in {args.tracking_uri}",
+    return summary_block([
+        ("script", f"{args.script} {shlex.join(args.script_args)}"),
+        ("sifter", f"{args.sifter}: {recorder.sifter_name()} {settings}"),
+        ("seed", f"{'none (the script seeds itself or not)' if seed is None else seed}"),
+        ("accepted", f"{final['pct_accepted']:.1f} % ({final['samples_kept']:.0f} of {final['samples_seen']:.0f} "
+                     f"samples, {len(recorder.sifters)} SiftingDataloader)"),
+        ("time", f"{final['train_time_s']:.1f} s wall (scoring {final['sift_time_s']:.1f} s)"),
+        ("cost", f"${final['cost_usd']:.4f} at ${args.usd_per_hour}/h"),
+        ("mlflow run", f"{run_id} ({status}) in {args.tracking_uri}"),
     ])
 
 
@@ -191,8 +176,6 @@ def run_many(args, arms: tuple[str, ...], seeds: list[int]) -> int:
 
 
 def report(args) -> int:
-    from sift_bench.report.__main__ import main as report_main
-
     out = args.out or Path("results") / SCALE / Path(args.script).stem
     argv = ["--tracking-uri", args.tracking_uri, "--experiment-name", args.experiment_name, "--scale", SCALE,
             "--task", Path(args.script).stem, "--out", str(out)]
@@ -211,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare and args.sifter != "as-written":
         cli.error(f"--compare runs every arm (none, as-written, random); it takes no --sifter {args.sifter}")
     args.tracking_uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
+    args.experiment_name = experiment_of(args)
     if args.compare:
         seeds = args.seeds or DEFAULT_COMPARE_SEEDS
         code = run_many(args, COMPARE_ARMS, seeds)

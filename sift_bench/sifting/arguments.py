@@ -39,7 +39,8 @@ wrapped loader. The arguments:
         candidate batch the ranks agree how many full batches all of them have,
         and a rank's kept samples that never fill such a batch are counted in
         ``stats.samples_left_over`` (and ``samples_sifted_out``), not yielded.
-        ``sync="global"`` (default): the losses of every candidate batch (and,
+        ``sync`` is the policy's setting (``SiftingBaseConfig.sync``, beside the delay); the argument, when
+        given, overrides it. ``sync="global"`` (default): the losses of every candidate batch (and,
         for the training-loss policies, the recorded losses and sample ids) are
         gathered from all ranks, so every rank holds the same loss history and
         memory and gives a loss the same percentile. ``sync="local"``: each
@@ -120,23 +121,7 @@ def check_arguments(sift_config: SiftPolicy, orig_dataloader: Any, loss_impl: An
             f"iter() starts a new epoch), not an iterator, got "
             f"{type(orig_dataloader).__name__}"
         )
-    policy = type(sift_config).__name__
-    if sift_config.scores or sift_config.scores_on_demand:
-        if not callable(getattr(loss_impl, "loss", None)):
-            raise TypeError(
-                f"loss_impl must be a sift_bench.sifting.Loss with a "
-                f"loss(model, transformed_batch, original_batch) method, "
-                f"got {type(loss_impl).__name__}"
-            )
-        if not isinstance(model, torch.nn.Module):
-            raise TypeError(
-                f"model must be a torch.nn.Module, got {type(model).__name__}"
-            )
-    if sift_config.scores_with_proxy and not isinstance(loss_impl, ProxyLoss):
-        raise TypeError(
-            f"{policy} scores with a proxy model: loss_impl must be a sift_bench.sifting.ProxyLoss "
-            f"(the proxy, the task's per-sample loss and the proxy's optimizer), got {type(loss_impl).__name__}"
-        )
+    _check_scoring_parts(sift_config, loss_impl, model)
     if batch_transforms is not None and not all(
         callable(getattr(batch_transforms, name, None))
         for name in ("transform", "reverse_transform")
@@ -162,6 +147,34 @@ def check_arguments(sift_config: SiftPolicy, orig_dataloader: Any, loss_impl: An
             raise ValueError(f"{name} must be an int >= 1 or None, got {value!r}")
     if sync not in SYNC_MODES:
         raise ValueError(f"sync must be one of {SYNC_MODES}, got {sync!r}")
+    _check_policy_needs(sift_config, num_samples, num_epochs)
+    return batch_format_index
+
+
+def _check_scoring_parts(sift_config: SiftPolicy, loss_impl: Any, model: Any) -> None:
+    """What a policy that scores needs: a Loss, a model, and for a proxy policy a ProxyLoss."""
+    policy = type(sift_config).__name__
+    if sift_config.scores or sift_config.scores_on_demand:
+        if not callable(getattr(loss_impl, "loss", None)):
+            raise TypeError(
+                f"loss_impl must be a sift_bench.sifting.Loss with a "
+                f"loss(model, transformed_batch, original_batch) method, "
+                f"got {type(loss_impl).__name__}"
+            )
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(
+                f"model must be a torch.nn.Module, got {type(model).__name__}"
+            )
+    if sift_config.scores_with_proxy and not isinstance(loss_impl, ProxyLoss):
+        raise TypeError(
+            f"{policy} scores with a proxy model: loss_impl must be a sift_bench.sifting.ProxyLoss "
+            f"(the proxy, the task's per-sample loss and the proxy's optimizer), got {type(loss_impl).__name__}"
+        )
+
+
+def _check_policy_needs(sift_config: SiftPolicy, num_samples: Any, num_epochs: Any) -> None:
+    """The sizes a policy's declarations ask for: num_samples for a per-sample memory, num_epochs for a plan."""
+    policy = type(sift_config).__name__
     if sift_config.tracks_samples() and num_samples is None:
         raise ValueError(
             f"{policy} needs num_samples= (the data set's size): it remembers one loss per "
@@ -173,4 +186,3 @@ def check_arguments(sift_config: SiftPolicy, orig_dataloader: Any, loss_impl: An
             + (": annealing starts after (1 - anneal_fraction) * num_epochs * num_samples "
                "samples seen" if hasattr(sift_config, "anneal_fraction") else "")
         )
-    return batch_format_index

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -125,7 +125,32 @@ class SiftingBatch:
         return first._with_columns(columns, sum(len(batch) for batch in batches))
 
 
-class ListBatch(SiftingBatch):
+class _InputsAndLabels(SiftingBatch):
+    """SageMaker's two batch kinds: ``inputs`` and optional ``labels``, one column each, of a type the kind names."""
+
+    __slots__ = ()
+    column_types: ClassVar[tuple[type, ...]]
+    must_be: ClassVar[str]  # the error's words for what a column must be, and what to use instead
+    instead: ClassVar[str]
+
+    def __init__(self, inputs: Any, labels: Any = None) -> None:
+        kind = type(self).__name__
+        for name, value in (("inputs", inputs), ("labels", labels)):
+            if value is not None and not isinstance(value, self.column_types):
+                raise TypeError(f"{kind} {name} must be {self.must_be}, got {type(value).__name__}; {self.instead}")
+        columns = [inputs] if labels is None else [inputs, labels]
+        super().__init__(columns, names=[f"{kind} inputs", f"{kind} labels"][: len(columns)])
+
+    @property
+    def inputs(self) -> Any:
+        return self.columns[0]
+
+    @property
+    def labels(self) -> Any:
+        return self.columns[1] if len(self.columns) > 1 else None
+
+
+class ListBatch(_InputsAndLabels):
     """SageMaker's list batch: per-sample ``inputs`` and optional ``labels``, each a list (or tuple) of n values.
 
     A custom transform builds ``ListBatch(batch[0].tolist(), batch[-1].tolist())`` and its
@@ -133,27 +158,12 @@ class ListBatch(SiftingBatch):
     """
 
     __slots__ = ()
-
-    def __init__(self, inputs: Sequence[Any], labels: Sequence[Any] | None = None) -> None:
-        for name, value in (("inputs", inputs), ("labels", labels)):
-            if value is not None and not isinstance(value, (list, tuple)):
-                raise TypeError(
-                    f"ListBatch {name} must be a list or tuple with one value per sample "
-                    f"(e.g. tensor.tolist()), got {type(value).__name__}; use TensorBatch for tensors"
-                )
-        columns = [inputs] if labels is None else [inputs, labels]
-        super().__init__(columns, names=["ListBatch inputs", "ListBatch labels"][: len(columns)])
-
-    @property
-    def inputs(self) -> Sequence[Any]:
-        return self.columns[0]
-
-    @property
-    def labels(self) -> Sequence[Any] | None:
-        return self.columns[1] if len(self.columns) > 1 else None
+    column_types = (list, tuple)
+    must_be = "a list or tuple with one value per sample (e.g. tensor.tolist())"
+    instead = "use TensorBatch for tensors"
 
 
-class TensorBatch(SiftingBatch):
+class TensorBatch(_InputsAndLabels):
     """SageMaker's tensor batch: ``inputs`` and optional ``labels``, tensors with the samples along dimension 0.
 
     A custom transform builds ``TensorBatch(batch[0], batch[-1])`` and its ``reverse_transform`` reads
@@ -161,24 +171,9 @@ class TensorBatch(SiftingBatch):
     """
 
     __slots__ = ()
-
-    def __init__(self, inputs: torch.Tensor, labels: torch.Tensor | None = None) -> None:
-        for name, value in (("inputs", inputs), ("labels", labels)):
-            if value is not None and not isinstance(value, torch.Tensor):
-                raise TypeError(
-                    f"TensorBatch {name} must be a torch.Tensor with the samples along dimension 0, "
-                    f"got {type(value).__name__}; use ListBatch for lists"
-                )
-        columns = [inputs] if labels is None else [inputs, labels]
-        super().__init__(columns, names=["TensorBatch inputs", "TensorBatch labels"][: len(columns)])
-
-    @property
-    def inputs(self) -> torch.Tensor:
-        return self.columns[0]
-
-    @property
-    def labels(self) -> torch.Tensor | None:
-        return self.columns[1] if len(self.columns) > 1 else None
+    column_types = (torch.Tensor,)
+    must_be = "a torch.Tensor with the samples along dimension 0"
+    instead = "use ListBatch for lists"
 
 
 class SiftingBatchTransform(ABC):

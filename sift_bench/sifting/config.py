@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from .policy import Candidates, SelectionContext, Selector, SiftPolicy
+from .ranks import SYNC_MODES
 from .selectors import (
     InfoBatchSelector,
     RandomSelector,
@@ -91,10 +92,13 @@ class SiftingBaseConfig:
         (over every ``iter()`` of the same ``SiftingDataloader``), or from the
         start of each epoch when ``repeat_delay_per_epoch`` is True.
     repeat_delay_per_epoch: restart the delay at every epoch.
+    sync: under DDP, "global": one loss history (and per-sample memory) for all ranks, so a loss means the same
+        percentile everywhere; "local": each rank sifts alone. Read only where a process group is initialised.
     """
 
     sift_delay: int = 1000
     repeat_delay_per_epoch: bool = False
+    sync: str = "global"
 
     def __post_init__(self) -> None:
         message = f"sift_delay must be an int >= 0, got {self.sift_delay!r}"
@@ -106,6 +110,8 @@ class SiftingBaseConfig:
             raise TypeError(
                 f"repeat_delay_per_epoch must be a bool, got {self.repeat_delay_per_epoch!r}"
             )
+        if self.sync not in SYNC_MODES:
+            raise ValueError(f"sync must be one of {SYNC_MODES}, got {self.sync!r}")
         object.__setattr__(self, "sift_delay", int(self.sift_delay))
 
 

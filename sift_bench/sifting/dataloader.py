@@ -80,7 +80,7 @@ class SiftingDataloader:
         sample_ids: Callable[[Any], torch.Tensor] | None = None,
         num_samples: int | None = None,
         num_epochs: int | None = None,
-        sync: str = "global",
+        sync: str | None = None,
         process_group=None,
     ) -> None:
         sift_config = as_sift_config(sift_config)
@@ -89,11 +89,11 @@ class SiftingDataloader:
             sift_config = watcher.policy(sift_config)
         if not isinstance(sift_config, SiftPolicy):
             raise TypeError(
-                f"sift_config must be a policy (a subclass of sift_bench.sifting.SiftPolicy: "
-                f"RelativeProbabilisticSiftConfig, RandomSiftConfig, StaleLossSiftConfig, "
-                f"InfoBatchSiftConfig or your own) or a dict of RelativeProbabilisticSiftConfig's "
-                f"fields, got {type(sift_config).__name__}"
+                f"sift_config must be a policy (a subclass of sift_bench.sifting.SiftPolicy: a built-in "
+                f"one or your own) or a dict of RelativeProbabilisticSiftConfig's fields, got {type(sift_config).__name__}"
             )
+        base_config = sift_config.loss_based_sift_config.sift_config
+        sync = base_config.sync if sync is None else sync  # an argument overrides the policy's setting
         batch_format_index = check_arguments(
             sift_config, orig_dataloader, loss_impl, model, batch_transforms, log_batch_data=log_batch_data,
             batch_format_index=batch_format_index, seed=seed, sample_ids=sample_ids, num_samples=num_samples,
@@ -111,7 +111,6 @@ class SiftingDataloader:
         # With log_batch_data: one dict per sifted candidate batch (see _log_batch).
         self.batch_log: list[dict[str, Any]] = []
         self._candidate_batches_total = 0
-        base_config = sift_config.loss_based_sift_config.sift_config
         self.sift_delay, self.repeat_delay_per_epoch = base_config.sift_delay, base_config.repeat_delay_per_epoch
         self.sync = sync
         self.stats = SiftingStats()
@@ -253,9 +252,8 @@ class SiftingDataloader:
             rows = self.ranks.gather_rows([int(batch is not _END), n])
             if not bool(rows[:, 0].all()):
                 drawn = int(rows[:, 1].sum())
-                self.stats.samples_seen += drawn
-                self._seen.total += drawn
-                self._leave_over(drawn)
+                self._count(drawn, 0)  # seen, none of them trained on
+                self.stats.samples_left_over += drawn
                 return
             yield batch, int(rows[:, 1].sum())
 
@@ -297,17 +295,15 @@ class SiftingDataloader:
         return transform.sample_count(batch)
 
     def _passing_through(self) -> Iterator[Any]:
-        stats = self.stats
         for batch in self.orig_dataloader:
             n = self._sample_count(batch)
-            stats.samples_seen += n
-            stats.samples_kept += n
-            self._seen.total += n
+            self._count(n, n)
             self._yielding(None)
             yield batch
 
     def _count(self, seen: int, kept: int) -> None:
-        """Candidates drawn (over all ranks) and kept: the stats, and the policies' own count of seen."""
+        """Candidates drawn (over all ranks) and kept: the stats, and the policies' own count of seen (which, unlike
+        the stats, no `stats.reset()` restarts). The one place either count of seen grows."""
         self.stats.samples_seen += seen
         self.stats.samples_kept += kept
         self.stats.samples_sifted_out += seen - kept

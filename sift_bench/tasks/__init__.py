@@ -6,6 +6,9 @@ from typing import Callable, Iterable
 
 import torch
 
+from sift_bench.errors import ConfigError
+from sift_bench.targets import task_builder
+
 
 @dataclass
 class TaskParts:
@@ -31,9 +34,6 @@ class TaskParts:
 
 def build_task(cfg, device: torch.device) -> TaskParts:
     """Build the task `task._target_` names (any importable function (cfg, device) -> TaskParts)."""
-    from sift_bench.errors import ConfigError
-    from sift_bench.targets import task_builder
-
     parts = task_builder(cfg.task)(cfg, device)
     if not isinstance(parts, TaskParts):
         raise ConfigError(f"task._target_={cfg.task._target_!r} is not allowed: it returned a "

