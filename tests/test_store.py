@@ -7,6 +7,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from sift_bench import store
+from sift_bench.report.sources import read_store
 
 AMX, ZEN5 = "Xeon, 2 cores, family 6 model 167 amx_bf16", "EPYC, 2 cores, family 26 model 2 avx512f"
 
@@ -128,3 +129,19 @@ def test_an_empty_or_missing_file_is_a_new_store(tmp_path):
     assert "mlflow.experimentKind" not in client.get_experiment(experiment_id).tags
     assert store.use_store(uri, "sift_bench") == experiment_id
     assert client.get_experiment(experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_the_report_reads_a_store_with_its_columns_in_one_order(runs):
+    """MLflow's column order of metrics, params and tags varies between processes; runs.csv must not."""
+    client = MlflowClient(runs.uri)
+    for names in (("zeta", "alpha"), ("mid", "beta")):
+        run_id = client.create_run(runs.experiment_id, tags={"task": "t", "scale": names[0]}).info.run_id
+        for name in names:
+            client.log_metric(run_id, name, 1.0)
+            client.log_param(run_id, name, "x")
+        client.set_terminated(run_id, "FINISHED")
+    columns = list(read_store(runs.uri, "sift_bench").columns)
+    dotted = [name for name in columns if name.startswith(("metrics.", "params.", "tags."))]
+    assert dotted == sorted(dotted) and "metrics.zeta" in dotted
+    # The pre-run pace check reads one task and scale: a filter in MLflow's search syntax.
+    assert len(read_store(runs.uri, "sift_bench", "tags.scale = 'mid'")) == 1

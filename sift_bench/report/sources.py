@@ -28,8 +28,11 @@ def read_store(uri: str, experiment_name: str, filter_string: str = "") -> pd.Da
     if experiment is None:
         raise NothingToReport(f"no experiment named {experiment_name!r} in {uri}")
     mlflow.set_tracking_uri(uri)
-    return report.normalise(mlflow.search_runs([experiment.experiment_id], filter_string=filter_string,
-                                               max_results=100_000))
+    runs = mlflow.search_runs([experiment.experiment_id], filter_string=filter_string, max_results=100_000)
+    # MLflow orders the metrics.*, params.* and tags.* columns differently from one process to the next; sorted, the
+    # same store always gives the same runs.csv.
+    runs = runs[[name for name in runs.columns if "." not in name] + sorted(name for name in runs.columns if "." in name)]
+    return report.normalise(runs)
 
 
 def read_history(uri: str, run_ids: list[str]) -> pd.DataFrame:
