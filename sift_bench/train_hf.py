@@ -101,7 +101,6 @@ class _RunMeter(TrainerCallback):
     # ---- called by the trainer for each batch it trains
 
     def batch_trained(self, batch) -> None:
-        self.record.sifter = self.sifter()  # built by the Trainer once training starts
         self.record.batch_trained(batch)
 
     def training_losses(self, model, batch) -> torch.Tensor:
@@ -115,6 +114,8 @@ class _RunMeter(TrainerCallback):
         return self.trainer.optimizer.param_groups[0]["lr"] / self.trainer.args.learning_rate
 
     def on_train_begin(self, args, state, control, **kwargs):
+        # The Trainer builds its training loader (the sifter) before this event: the recorder counts with it.
+        self.record.sifter = self.sifter()
         self.record.start()
 
     def on_epoch_begin(self, args, state, control, **kwargs):
@@ -127,7 +128,6 @@ class _RunMeter(TrainerCallback):
         self.record.epoch_end(self._lr_multiplier())
 
     def result(self) -> TrainResult:
-        self.record.sifter = self.sifter()
         return self.record.result(self.trainer.state.global_step)
 
 
