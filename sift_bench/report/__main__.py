@@ -171,7 +171,7 @@ def read_source(cli: argparse.ArgumentParser, args) -> tuple:
         out = output_folder(cli, args, Path("results") / scale, REPORT_FILES, runs_csv_path(args.from_csv).parent)
         source = f"rebuilt from the CSV files in {relative_text(str(runs_csv_path(args.from_csv).parent))}"
         return runs, excluded_before, history, scale, out, source
-    uri = args.tracking_uri or DEFAULT_URI
+    uri = args.tracking_uri
     experiment_name = experiment_of(args)
     scale = args.scale or DEFAULT_SCALE
     # Refused before the store is read; a folder's own store (results/cpu/mlflow.db) may rebuild its report.
@@ -227,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
         cli.error("--claims is built from the tables of --budget-from DIR DIR...; give those folders")
     if args.from_csv and (args.tracking_uri or args.experiment_name):
         cli.error("--from-csv reads CSV files; it takes no --tracking-uri or --experiment-name")
+    if not args.from_csv:
+        args.tracking_uri = args.tracking_uri or DEFAULT_URI
     try:
         runs, excluded_before, history, scale, out, source = read_source(cli, args)
         if runs.empty:
@@ -245,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
             hint = f" (FINISHED runs exist at: {', '.join(present)}; pick one with --scale)" if present else ""
             raise NothingToReport(f"no FINISHED run of scale {scale!r}{hint}")
         if history is None:
-            history = read_history(args.tracking_uri or DEFAULT_URI, list(used["run_id"]))
+            history = read_history(args.tracking_uri, list(used["run_id"]))
         # runs.csv, excluded.csv and the commands in report.md carry no absolute path (data_dir, source.name, ...).
         used, excluded = relative_frame(used), relative_frame(excluded)
         replacing = replaced_note(out, REPORT_FILES)
