@@ -15,6 +15,9 @@ CONF_DIR = ROOT / "conf"
 CACHE_DIR = Path(tempfile.gettempdir()) / f"sift_bench_test_cache_{os.getuid()}"
 # What git does not track that any run of Python or pytest makes in a checkout.
 BYTECODE_AND_PYTEST = ("__pycache__", ".pytest_cache")
+# The offline data, read once as pytest starts: a relative SIFT_BENCH_DATA_DIR (README's `../shared/data`) names a
+# folder beside the one the command ran in, not beside whichever folder a test has moved to since.
+OFFLINE_DATA_DIR = Path(os.environ.get("SIFT_BENCH_DATA_DIR", ROOT.parent / "shared" / "data")).resolve()
 
 
 def untracked_paths() -> set[str] | None:
@@ -39,6 +42,8 @@ def checkout_stays_clean():
     with pytest.MonkeyPatch.context() as env:
         # In-process configs resolve paths.cache_dir from it, and every job the tests start inherits it.
         env.setenv("SIFT_BENCH_CACHE_DIR", str(CACHE_DIR))
+        # In-process configs resolve paths.data_dir from it: absolute, so a test may change directory.
+        env.setenv("SIFT_BENCH_DATA_DIR", str(OFFLINE_DATA_DIR))
         yield
     after = untracked_paths()
     if before is not None and after is not None:
@@ -47,7 +52,7 @@ def checkout_stays_clean():
 
 
 def offline_data_dir() -> Path:
-    return Path(os.environ.get("SIFT_BENCH_DATA_DIR", ROOT.parent / "shared" / "data"))
+    return OFFLINE_DATA_DIR
 
 
 @pytest.fixture(scope="session")
