@@ -186,10 +186,10 @@ def machine_kind(cpu: str, cores: int | None, identity: str, gpu: str | None = N
 # CPU flags with which oneDNN has bf16 kernels (AMX tiles: Xeon since Sapphire Rapids; AVX512-BF16: Cooper Lake,
 # AMD Zen 4 and later). Without either, bf16 autocast converts every operand on the fly and is far slower than fp32.
 NATIVE_BF16_FLAGS = ("amx_bf16", "avx512_bf16")
-# What bf16 costs without them, measured with benchmarks/machine_speed.py on an AVX2-only AMD EPYC (Zen 2).
-EMULATED_BF16_SLOWDOWN = ("12 to 20 times slower than fp32 (benchmarks/machine_speed.py on an AVX2-only AMD EPYC, "
-                          "Zen 2: a ResNet-20 step 8356 ms against 679 ms in fp32, a MiniLM-L6 step 14772 ms "
-                          "against 736 ms)")
+# What bf16 costs without them, measured with benchmarks/machine_speed.py on AVX2-only AMD EPYCs (Zen 2, Zen 3).
+EMULATED_BF16_SLOWDOWN = ("12 to 27 times slower than fp32 (benchmarks/machine_speed.py on AVX2-only AMD EPYCs: "
+                          "Zen 2, a ResNet-20 step 8356 ms against 679 ms in fp32, a MiniLM-L6 step 14772 ms "
+                          "against 736 ms; Zen 3, 13170 ms against 1094 ms and 16812 ms against 632 ms)")
 
 
 def has_native_bf16(device: str = "cpu", info: Mapping | None = None) -> bool:

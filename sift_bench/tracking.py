@@ -19,7 +19,7 @@ import mlflow
 import yaml
 from hydra.core.hydra_config import HydraConfig
 from mlflow.data.code_dataset_source import CodeDatasetSource
-from mlflow.data.dataset_source_registry import resolve_dataset_source
+from mlflow.data.dataset_source_registry import get_dataset_source_from_json
 from mlflow.data.meta_dataset import MetaDataset
 from omegaconf import DictConfig, OmegaConf
 
@@ -156,7 +156,9 @@ def datasets(cfg: DictConfig) -> dict:
     found = {}
     for context, path in data_files(cfg).items():
         on_disk = path is not None and path.is_file()
-        source = (resolve_dataset_source(portable(str(path))) if on_disk else
+        # A local source by name: resolving a bare path warns on every run, since MLflow registers a local source
+        # for the "" and the "file" scheme alike and both claim it.
+        source = (get_dataset_source_from_json(json.dumps({"uri": portable(str(path))}), "local") if on_disk else
                   CodeDatasetSource({"task": str(cfg.task.name), "task.data.source": str(
                       OmegaConf.select(cfg, "task.data.source", default="the task's own"))}))
         fingerprint = f"{file_digest(path) if on_disk else ''}:{settings}:{context}"

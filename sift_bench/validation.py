@@ -123,7 +123,7 @@ def resolve_precision(cfg: DictConfig) -> str:
             f"{' nor '.join(machine.NATIVE_BF16_FLAGS)}), but the table's runs train in bf16: these jobs would be new "
             "configs in its store, not its rows. Pass scale.precision=fp32 with a store of its own (tracking.uri=, "
             "or SIFT_BENCH_STORE for experiments/savings_table.sh), or run the table on a machine with native bf16 "
-            "(scale.precision=bf16 forces it here, 12 to 20 times slower)")
+            "(scale.precision=bf16 forces it here, 12 to 27 times slower)")
     if precision == "bf16" and device == "cpu" and not machine.has_native_bf16(device):
         machine.warn_emulated_bf16(machine.cpu_description())
     cfg.scale.precision = precision

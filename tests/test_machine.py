@@ -108,7 +108,7 @@ def test_bf16_forced_on_a_cpu_without_native_kernels_warns_once_with_the_slowdow
             assert resolve_precision(compose_config(["+experiment=bert", "scale=cpu", "scale.precision=bf16"])) == "bf16"
     warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
     assert len(warnings) == 1, warnings
-    assert "AMD EPYC 7B12" in warnings[0] and "12 to 20 times slower than fp32" in warnings[0]
+    assert "AMD EPYC 7B12" in warnings[0] and "12 to 27 times slower than fp32" in warnings[0]
     assert "8356 ms" in warnings[0] and "14772 ms" in warnings[0]
     caplog.clear()
     this_cpu(AMX_XEON)

@@ -75,6 +75,7 @@ def test_portable_makes_absolute_paths_and_uris_relative_and_leaves_the_rest(tmp
 
 def test_dataset_inputs_name_their_files_by_relative_paths_and_digest_them_in_a_moment(data_dir, tmp_path, monkeypatch):
     import time
+    import warnings
 
     from conftest import compose_config
     from sift_bench.tracking import datasets, file_digest
@@ -82,8 +83,11 @@ def test_dataset_inputs_name_their_files_by_relative_paths_and_digest_them_in_a_
     monkeypatch.chdir(tmp_path)  # the data lies outside the folder the command runs in
     for task in ("cifar10_resnet", "sst2_bert"):
         cfg = compose_config([f"task={task}", "scale=cpu", f"paths.data_dir={data_dir.resolve()}"])
-        found = datasets(cfg)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a source MLflow reads two ways warns in every run's output
+            found = datasets(cfg)
         assert set(found) == {"training", "validation", "test"}
+        assert {dataset.source._get_source_type() for dataset in found.values()} == {"local"}
         assert len({dataset.digest for dataset in found.values()}) == 3  # one file may hold two splits, told apart
         for context, dataset in found.items():
             assert dataset.name == f"{cfg.task.dataset} {context}"
