@@ -70,7 +70,8 @@ def main() -> None:
     print(f"\nper row, over the paired seeds (mean, lowest, highest difference):\n{table}")
     if not kinds.empty:
         print(f"\nyardstick: in {args.first}, a seed trained on two machine kinds differs by "
-              f"{kinds['spread'].mean():.2f} points on average (largest {kinds['spread'].max():.2f}; {len(kinds)} run name(s) on two kinds)")
+              f"{kinds['spread'].mean():.2f} points on average (largest {kinds['spread'].max():.2f}; "
+              f"{len(kinds)} run name(s) on two kinds)")
 
 
 if __name__ == "__main__":
