@@ -47,7 +47,7 @@ def test_cpu_identity_has_family_model_and_the_flags_that_pick_kernels_in_the_co
 
 
 def test_the_kind_of_the_table_machines_keeps_its_tag():
-    # The exact strings the committed stores pair times by (results/*/mlflow.db, README's AMX Xeon and this EPYC).
+    # The exact strings the committed stores pair times by (results/*/mlflow.db, README's AMX Xeon, the EPYCs).
     amx = {**AMX_XEON, "model": 167, "flags": ["amx_bf16", "amx_int8", "amx_tile", "avx2", "avx512_bf16",
                                                "avx512_vnni", "avx512f"]}
     assert machine_kind(amx["brand_raw"], 2, cpu_identity(amx)) == (
@@ -56,6 +56,8 @@ def test_the_kind_of_the_table_machines_keeps_its_tag():
     epyc = {"brand_raw": "AMD EPYC", "family": 26, "model": 2, "flags": ["avx2", "avx512_bf16", "avx512_vnni", "avx512f"]}
     assert machine_kind(epyc["brand_raw"], 2, cpu_identity(epyc)) == (
         "AMD EPYC, 2 cores, family 26 model 2 avx512_bf16 avx512_vnni avx512f avx2")
+    zen3 = {"brand_raw": "AMD EPYC", "family": 25, "model": 1, "flags": ["avx", "avx2", "fma", "sse4_2"]}  # cpu_fp32
+    assert machine_kind(zen3["brand_raw"], 2, cpu_identity(zen3)) == "AMD EPYC, 2 cores, family 25 model 1 avx2"
 
 
 def test_machine_kind_names_cpu_cores_and_gpu():
