@@ -11,11 +11,27 @@ so `SiftingStats.scoring_seconds` counts the proxy's whole cost.
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
 from .loss import Loss
+
+
+def _cpu_lacks_avx512() -> bool:
+    try:
+        flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
+    except OSError:
+        return False
+    return bool(flags) and "avx512f" not in flags.split()
+
+
+# On an AVX2-only CPU (an AMD EPYC Zen 3, family 25 model 1) oneDNN's AVX2 1x1-convolution backward-weights kernel
+# hung, now and then, in an OpenMP barrier on the quarter-width proxy ResNet after other jobs had trained in the same
+# process (the resnet_table smoke sweep's proxy job: tests/test_cli.py). There the proxy's step leaves oneDNN out
+# and runs PyTorch's own convolutions; CPUs with AVX-512, which time the tables, keep oneDNN.
+PROXY_WITHOUT_ONEDNN = _cpu_lacks_avx512()
 
 
 class ProxyLoss(Loss):
@@ -42,7 +58,9 @@ class ProxyLoss(Loss):
 
     def loss(self, model: torch.nn.Module, transformed_batch: Any, original_batch: Any = None) -> torch.Tensor:
         # The loader scores under no_grad; the proxy learns from the same forward, so gradients come back on here.
-        with torch.enable_grad():
+        on_cpu = next(self.proxy.parameters()).device.type == "cpu"
+        without_onednn = torch.backends.mkldnn.flags(enabled=False) if PROXY_WITHOUT_ONEDNN and on_cpu else None
+        with torch.enable_grad(), without_onednn or contextlib.nullcontext():
             self.proxy.train()
             with self.autocast():
                 losses = self.per_sample_loss(self.proxy, original_batch)
