@@ -24,7 +24,7 @@ import sift_bench.schema  # noqa: F401  (registers the typed configs the yaml fi
 from sift_bench.machine import machine_tags
 from sift_bench.sifting import ProxyLoss
 from sift_bench.tasks import build_task
-from sift_bench.loop_parts import autocast_factory, build_optimizer
+from sift_bench.loop_parts import autocast_factory, build_optimizer, proxy_backends
 from sift_bench.validation import resolve_precision
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -65,7 +65,8 @@ def passes(cfg, sizes: list[float]) -> tuple[object, dict]:
 
     named = {"training step": train_step, "scoring forward": score}
     for size, proxy in proxies.items():
-        proxy_loss = ProxyLoss(proxy, parts.per_sample_loss, build_optimizer(proxy, cfg.trainer.optimizer), autocast)
+        proxy_loss = ProxyLoss(proxy, parts.per_sample_loss, build_optimizer(proxy, cfg.trainer.optimizer), autocast,
+                               backends=proxy_backends(device))
 
         def proxy_pass(batch, proxy_loss=proxy_loss):
             with torch.no_grad():  # as the loader scores; the proxy turns gradients back on for itself

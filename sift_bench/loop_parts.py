@@ -6,6 +6,7 @@ from typing import Callable
 
 import torch
 
+from sift_bench import machine
 from sift_bench.errors import ConfigError
 from sift_bench.sifting import Loss, ProxyLoss
 from sift_bench.tasks import TaskParts
@@ -47,6 +48,19 @@ def autocast_factory(device: torch.device, precision: str) -> Callable:
     return lambda: torch.autocast(device_type=device.type, dtype=dtype)
 
 
+# On an AVX2-only CPU (an AMD EPYC Zen 3, family 25 model 1) oneDNN's AVX2 1x1-convolution backward-weights kernel
+# hung, now and then, in an OpenMP barrier on the quarter-width proxy ResNet after other jobs had trained in the same
+# process (the resnet_table smoke sweep's proxy job, tests/test_cli.py). There the proxy's step leaves oneDNN out and
+# runs PyTorch's own convolutions; CPUs with AVX-512, which time the tables, keep oneDNN, and so do those (ARM, or
+# where py-cpuinfo finds no flags) whose oneDNN kernels are not the AVX2 ones.
+def proxy_backends(device: torch.device) -> Callable:
+    """The backends the proxy's step runs under on `device` (a context-manager factory)."""
+    flags = set(machine.cpu_info().get("flags") or ()) if device.type == "cpu" else set()
+    if "avx2" in flags and "avx512f" not in flags:
+        return lambda: torch.backends.mkldnn.flags(enabled=False)
+    return contextlib.nullcontext
+
+
 def scoring_loss(parts: TaskParts, sift_config, autocast: Callable, optimizer_cfg) -> Loss:
     """What the sifter scores with: the task's loss on the model, or for a policy that scores with a proxy
     (sifter=proxy) a ProxyLoss over the task's proxy model of the policy's `proxy_size`, trained by the run's
@@ -57,4 +71,6 @@ def scoring_loss(parts: TaskParts, sift_config, autocast: Callable, optimizer_cf
         raise ConfigError(f"sifter={type(sift_config).name} is not allowed for this task ({parts.model_name} on "
                           f"{parts.dataset_name}): it builds no proxy model (TaskParts.proxy_model)")
     proxy = parts.proxy_model(sift_config.proxy_size)
-    return ProxyLoss(proxy, parts.per_sample_loss, build_optimizer(proxy, optimizer_cfg), autocast)
+    device = next(proxy.parameters()).device
+    return ProxyLoss(proxy, parts.per_sample_loss, build_optimizer(proxy, optimizer_cfg), autocast,
+                     backends=proxy_backends(device))

@@ -58,6 +58,9 @@ def test_the_kind_of_the_table_machines_keeps_its_tag():
         "AMD EPYC, 2 cores, family 26 model 2 avx512_bf16 avx512_vnni avx512f avx2")
     zen3 = {"brand_raw": "AMD EPYC", "family": 25, "model": 1, "flags": ["avx", "avx2", "fma", "sse4_2"]}  # cpu_fp32
     assert machine_kind(zen3["brand_raw"], 2, cpu_identity(zen3)) == "AMD EPYC, 2 cores, family 25 model 1 avx2"
+    zen4 = {**epyc, "family": 25, "model": 17}  # cpu_long, twentieth sitting: Zen 4, the same flags as Zen 5's
+    assert machine_kind(zen4["brand_raw"], 2, cpu_identity(zen4)) == (
+        "AMD EPYC, 2 cores, family 25 model 17 avx512_bf16 avx512_vnni avx512f avx2")
 
 
 def test_machine_kind_names_cpu_cores_and_gpu():
@@ -133,6 +136,41 @@ def test_a_table_sweep_refuses_auto_on_a_cpu_without_native_bf16(table, this_cpu
     assert resolve_precision(compose_config([f"+experiment={table}", "+table_row=baseline", "scale=smoke"])) == "fp32"
     this_cpu(AMX_XEON)
     assert resolve_precision(compose_config([f"+experiment={table}", "+table_row=baseline", "scale=cpu"])) == "bf16"
+
+
+@pytest.mark.parametrize("cpu, onednn", [(ZEN2, False), (PLAIN_XEON, True), (AMX_XEON, True),
+                                         ({"brand_raw": "Neoverse", "family": -1, "model": -1, "flags": ["asimd"]}, True),
+                                         ({}, True)],
+                         ids=["avx2_only", "avx512", "amx", "arm", "no_flags_found"])
+def test_the_proxy_step_leaves_onednn_out_exactly_on_a_cpu_without_avx512(cpu, onednn, this_cpu):
+    # oneDNN's AVX2 convolution backward hung on the proxy's step on a Zen 3 (sift_bench.loop_parts.proxy_backends);
+    # the kinds that time the tables (AVX-512) must keep oneDNN, or their proxy timings would change.
+    import torch
+
+    from sift_bench.loop_parts import scoring_loss
+    from sift_bench.sifting import LossConfig, ProxySiftConfig, SiftingBaseConfig
+    from sift_bench.tasks import TaskParts
+
+    this_cpu(cpu)
+    onednn_in_step = []
+
+    def per_sample_loss(model, batch):
+        onednn_in_step.append(torch.backends.mkldnn.enabled)
+        return torch.nn.functional.cross_entropy(model(batch[0]), batch[1], reduction="none")
+
+    parts = TaskParts(model=torch.nn.Linear(4, 3), train_loader=[], eval_loaders={}, per_sample_loss=per_sample_loss,
+                      count_correct=lambda model, batch: 0, batch_size_of=len, work_of=len, num_train_samples=16,
+                      model_name="linear", dataset_name="synthetic", proxy_model=lambda size: torch.nn.Linear(4, 3))
+    policy = ProxySiftConfig(beta_value=1, loss_history_length=50,
+                             loss_based_sift_config=LossConfig(sift_config=SiftingBaseConfig(sift_delay=0)))
+    optimizer = compose_config(["+experiment=resnet", "scale=smoke"]).trainer.optimizer
+    proxy_loss = scoring_loss(parts, policy, autocast=lambda: torch.autocast("cpu", enabled=False),
+                              optimizer_cfg=optimizer)
+    with torch.no_grad():  # as the loader scores
+        losses = proxy_loss.loss(parts.model, None, (torch.randn(16, 4), torch.randint(0, 3, (16,))))
+    assert losses.shape == (16,) and proxy_loss.steps == 1
+    assert onednn_in_step == [onednn]
+    assert torch.backends.mkldnn.enabled  # the rest of the run keeps oneDNN
 
 
 def test_other_cpu_meter_counts_busy_seconds_outside_this_process_tree():

@@ -11,27 +11,11 @@ so `SiftingStats.scoring_seconds` counts the proxy's whole cost.
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
 from .loss import Loss
-
-
-def _cpu_lacks_avx512() -> bool:
-    try:
-        flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
-    except OSError:
-        return False
-    return bool(flags) and "avx512f" not in flags.split()
-
-
-# On an AVX2-only CPU (an AMD EPYC Zen 3, family 25 model 1) oneDNN's AVX2 1x1-convolution backward-weights kernel
-# hung, now and then, in an OpenMP barrier on the quarter-width proxy ResNet after other jobs had trained in the same
-# process (the resnet_table smoke sweep's proxy job: tests/test_cli.py). There the proxy's step leaves oneDNN out
-# and runs PyTorch's own convolutions; CPUs with AVX-512, which time the tables, keep oneDNN.
-PROXY_WITHOUT_ONEDNN = _cpu_lacks_avx512()
 
 
 class ProxyLoss(Loss):
@@ -40,11 +24,14 @@ class ProxyLoss(Loss):
     per_sample_loss: (model, original batch) -> per-sample losses [n], the task's own loss, called with the proxy.
     optimizer: the proxy's optimizer (over `proxy.parameters()`).
     autocast: a context-manager factory for the forward pass (mixed precision), or None.
+    backends: a context-manager factory around the proxy's whole step (which kernels it runs), or None; the harness
+    picks it for the machine (sift_bench.loop_parts.proxy_backends).
     Under DDP each rank trains its own proxy on its own candidates; the selection itself syncs as smart sifting's.
     """
 
     def __init__(self, proxy: torch.nn.Module, per_sample_loss: Callable[[torch.nn.Module, Any], torch.Tensor],
-                 optimizer: torch.optim.Optimizer, autocast: Callable[[], Any] | None = None) -> None:
+                 optimizer: torch.optim.Optimizer, autocast: Callable[[], Any] | None = None,
+                 backends: Callable[[], Any] | None = None) -> None:
         if not isinstance(proxy, torch.nn.Module):
             raise TypeError(f"proxy must be a torch.nn.Module, got {type(proxy).__name__}")
         if not callable(per_sample_loss):
@@ -54,13 +41,12 @@ class ProxyLoss(Loss):
             raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
         self.proxy, self.per_sample_loss, self.optimizer = proxy, per_sample_loss, optimizer
         self.autocast = autocast or contextlib.nullcontext
+        self.backends = backends or contextlib.nullcontext
         self.steps = 0
 
     def loss(self, model: torch.nn.Module, transformed_batch: Any, original_batch: Any = None) -> torch.Tensor:
         # The loader scores under no_grad; the proxy learns from the same forward, so gradients come back on here.
-        on_cpu = next(self.proxy.parameters()).device.type == "cpu"
-        without_onednn = torch.backends.mkldnn.flags(enabled=False) if PROXY_WITHOUT_ONEDNN and on_cpu else None
-        with torch.enable_grad(), without_onednn or contextlib.nullcontext():
+        with torch.enable_grad(), self.backends():
             self.proxy.train()
             with self.autocast():
                 losses = self.per_sample_loss(self.proxy, original_batch)
