@@ -56,9 +56,19 @@ def autocast_factory(device: torch.device, precision: str) -> Callable:
 def proxy_backends(device: torch.device) -> Callable:
     """The backends the proxy's step runs under on `device` (a context-manager factory)."""
     flags = set(machine.cpu_info().get("flags") or ()) if device.type == "cpu" else set()
-    if "avx2" in flags and "avx512f" not in flags:
-        return lambda: torch.backends.mkldnn.flags(enabled=False)
-    return contextlib.nullcontext
+    return _without_onednn if "avx2" in flags and "avx512f" not in flags else contextlib.nullcontext
+
+
+@contextlib.contextmanager
+def _without_onednn():
+    # Not torch.backends.mkldnn.flags(enabled=False): it also resets oneDNN's tf32 and determinism settings (and
+    # warns on every call that tf32 needs an Intel GPU).
+    enabled = torch.backends.mkldnn.enabled
+    torch.backends.mkldnn.enabled = False
+    try:
+        yield
+    finally:
+        torch.backends.mkldnn.enabled = enabled
 
 
 def scoring_loss(parts: TaskParts, sift_config, autocast: Callable, optimizer_cfg) -> Loss:

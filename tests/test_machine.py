@@ -6,6 +6,7 @@ import math
 import subprocess
 import sys
 import time
+import warnings
 
 import pytest
 
@@ -166,7 +167,8 @@ def test_the_proxy_step_leaves_onednn_out_exactly_on_a_cpu_without_avx512(cpu, o
     optimizer = compose_config(["+experiment=resnet", "scale=smoke"]).trainer.optimizer
     proxy_loss = scoring_loss(parts, policy, autocast=lambda: torch.autocast("cpu", enabled=False),
                               optimizer_cfg=optimizer)
-    with torch.no_grad():  # as the loader scores
+    with torch.no_grad(), warnings.catch_warnings():  # as the loader scores; silently: it runs every step
+        warnings.simplefilter("error")
         losses = proxy_loss.loss(parts.model, None, (torch.randn(16, 4), torch.randint(0, 3, (16,))))
     assert losses.shape == (16,) and proxy_loss.steps == 1
     assert onednn_in_step == [onednn]
