@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from sift_bench import machine
+
 
 def world_size_from_env() -> int:
     """The world size torchrun announces, 1 without torchrun; readable before any process group exists."""
@@ -71,6 +73,10 @@ def start(device: str) -> tuple[World, torch.device]:
     gloo on the CPU, nccl on CUDA with one GPU per rank, by LOCAL_RANK.
     """
     if world_size_from_env() > 1 and not dist.is_initialized():
+        # Every rank reads py-cpuinfo's description here, before the group meets: its probe runs a subprocess whose
+        # CPU time a sibling's other-CPU meter counted as contention when a rank first asked it mid-run (1.1 s in a
+        # smoke job, for the proxy scorer's backends).
+        machine.cpu_info()
         backend = "nccl" if device.startswith("cuda") else "gloo"
         if backend == "nccl":
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
