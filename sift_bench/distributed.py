@@ -73,10 +73,6 @@ def start(device: str) -> tuple[World, torch.device]:
     gloo on the CPU, nccl on CUDA with one GPU per rank, by LOCAL_RANK.
     """
     if world_size_from_env() > 1 and not dist.is_initialized():
-        # Every rank reads py-cpuinfo's description here, before the group meets: its probe runs a subprocess whose
-        # CPU time a sibling's other-CPU meter counted as contention when a rank first asked it mid-run (1.1 s in a
-        # smoke job, for the proxy scorer's backends).
-        machine.cpu_info()
         backend = "nccl" if device.startswith("cuda") else "gloo"
         if backend == "nccl":
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
@@ -104,6 +100,24 @@ def sum_over_ranks(values: list[float], world: World, device: torch.device) -> l
     tensor = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(tensor)
     return tensor.tolist()
+
+
+def start_cpu_meter(world: World) -> machine.OtherCpuMeter:
+    """An OtherCpuMeter started by every rank at once: under DDP the ranks meet at a barrier first, so each rank's
+    window spans the same wall time as its siblings' and a sibling's CPU falls inside the sibling's own count.
+
+    Unaligned, rank 0 started its window while rank 1 was still building its sifter, and counted that work as
+    another process's (a smoke sst2 proxy job read other_cpu_fraction 0.55: rank 1's first py-cpuinfo probe, 1.1 s,
+    ran before rank 1's own window opened and inside rank 0's)."""
+    if world.distributed:
+        dist.barrier()
+    return machine.OtherCpuMeter().start()
+
+
+def stop_cpu_meter(meter: machine.OtherCpuMeter, world: World) -> tuple[float, float]:
+    """(other processes' CPU seconds, per second of wall time) since start_cpu_meter, the sibling ranks' not counted.
+    A collective: every rank calls it."""
+    return meter.stop(sibling_cpu_seconds(meter.own_cpu_s(), world))
 
 
 def sibling_cpu_seconds(own_cpu_s: float, world: World) -> float:

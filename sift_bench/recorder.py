@@ -16,7 +16,6 @@ from typing import Callable
 import torch
 
 from sift_bench import distributed
-from sift_bench.machine import OtherCpuMeter
 from sift_bench.tasks import TaskParts
 
 log = logging.getLogger("sift_bench.train")  # the evaluation lines, under the name users filter on
@@ -108,7 +107,7 @@ class RunRecorder:
             torch.cuda.synchronize(self.device)
 
     def start(self) -> None:
-        self.other_cpu = OtherCpuMeter().start()
+        self.other_cpu = distributed.start_cpu_meter(self.world)
 
     def epoch_begin(self) -> None:
         self.epoch += 1
@@ -191,8 +190,7 @@ class RunRecorder:
         world, sifter = self.world, self.sifter
         steps = self.steps if steps is None else steps
         # A sibling rank on this machine is part of the job, not contention.
-        other_cpu_s, other_cpu_fraction = self.other_cpu.stop(
-            distributed.sibling_cpu_seconds(self.other_cpu.own_cpu_s(), world))
+        other_cpu_s, other_cpu_fraction = distributed.stop_cpu_meter(self.other_cpu, world)
         local_trained = self.samples_trained
         samples_trained, work_trained = (int(value) for value in distributed.sum_over_ranks(
             [self.samples_trained, self.work_trained], world, self.device))

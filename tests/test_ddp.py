@@ -150,6 +150,17 @@ def test_bad_ddp_settings_are_refused_before_training(monkeypatch, data_dir):
         validate(cfg)
 
 
+@pytest.mark.slow
+def test_a_sibling_ranks_work_is_never_counted_as_another_process(tmp_path):
+    """Rank 1 works 2 CPU s before its meter starts and both ranks 1 s inside: rank 0 counts none of it as contention
+    (2 s with windows that do not start together, 1 s without the siblings' count)."""
+    out = tmp_path / "meter.json"
+    result = run_group([*TORCHRUN, str(ROOT / "tests" / "ddp_meter_worker.py"), str(out)], tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    meter = json.loads(out.read_text())
+    assert meter["other_cpu_s"] < 0.5, meter
+
+
 BATCHES = re.compile(r"rank (\d) of 2: (\d+) batches")
 
 
