@@ -55,7 +55,7 @@ def autocast_factory(device: torch.device, precision: str) -> Callable:
 # where py-cpuinfo finds no flags) whose oneDNN kernels are not the AVX2 ones.
 def proxy_backends(device: torch.device) -> Callable:
     """The backends the proxy's step runs under on `device` (a context-manager factory)."""
-    flags = set(machine.cpu_info().get("flags") or ()) if device.type == "cpu" else set()
+    flags = machine.cpu_flags() if device.type == "cpu" else set()
     return _without_onednn if "avx2" in flags and "avx512f" not in flags else contextlib.nullcontext
 
 

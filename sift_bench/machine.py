@@ -139,6 +139,12 @@ def cpu_info() -> Mapping:
         return {}
 
 
+def cpu_flags(info: Mapping | None = None) -> set[str]:
+    """The CPU's flags in py-cpuinfo's description `info` (default: this machine's, see cpu_info); empty where it
+    names none."""
+    return set((cpu_info() if info is None else info).get("flags") or ())
+
+
 def machine_tags() -> dict[str, str]:
     """What the run ran on, so a report can say it without being run on the same machine."""
     import torch  # the report imports this module (CONTENDED_FRACTION) and loads no torch; a job has it loaded
@@ -165,7 +171,7 @@ def cpu_identity(info: Mapping | None = None) -> str:
     info = cpu_info() if info is None else info
     if not any(info.get(key) not in (None, "", []) for key in ("family", "model", "flags")):
         return "unknown"
-    flags = set(info.get("flags") or ())
+    flags = cpu_flags(info)
     return " ".join([f"family {_cpu_number(info.get('family'))} model {_cpu_number(info.get('model'))}",
                      *[flag for flag in SPEED_FLAGS if flag in flags]])
 
@@ -199,7 +205,7 @@ def has_native_bf16(device: str = "cpu", info: Mapping | None = None) -> bool:
         import torch  # as in machine_tags: the report loads no torch through this module
 
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
-    flags = set((cpu_info() if info is None else info).get("flags") or ())
+    flags = cpu_flags(info)
     return any(flag in flags for flag in NATIVE_BF16_FLAGS)
 
 
