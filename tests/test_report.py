@@ -846,6 +846,36 @@ def test_a_run_timed_at_another_machine_speed_than_its_reference_counts_for_accu
     assert report.pace_mismatched_runs(report.timed_runs(used.drop(columns="metrics.eval_time_s"))) == {}
 
 
+def test_the_note_of_a_run_timed_at_another_speed_names_its_retime_on_another_machine_kind():
+    from sift_bench.report.notes import report_notes
+
+    slowed_id = "sst2_bert-relative_probabilistic-relative_probabilistic-3-500-10-1"
+    rows = [{**frame_row(SST2, *run), "metrics.eval_time_s": 10.0} for run in SST2_RUNS]
+    next(row for row in rows if row["run_id"] == slowed_id).update(
+        {"metrics.train_time_s": 99.0, "metrics.eval_time_s": 15.0, "tags.config_hash": "rp3-seed-1"})
+    zen4 = {"tags.machine.kind": "Zen 4, 2 cores", "start_time": "2026-01-01 00:01:00+00:00", "metrics.eval_time_s": 12.0}
+    baseline = {**frame_row(SST2, NONE, 1, 120.0, 0.12, 80.0, 100.0), **zen4, "run_id": "zen4-baseline"}
+    retime = {**frame_row(SST2, RP3, 1, 96.0, 0.096, 81.4, 26.0), **zen4, "run_id": "zen4-retime",
+              "tags.config_hash": "rp3-seed-1"}
+
+    def slowed_note(extra: list[dict]) -> str:
+        used = runs_frame(rows + extra)
+        [note] = [note for note in report_notes(report.build_table(used), used, True)
+                  if note.startswith(f"Run {slowed_id}:")]
+        return note
+
+    assert slowed_note([]).endswith("The table sweeps (tracking.rerun_contended) train it again.")
+    # The same config and seed timed again on another kind: both stay in the row (one run per config and seed per
+    # kind), the slowed run for its accuracy, the retime for the seed's savings too; the note names the retime.
+    assert slowed_note([baseline, retime]).endswith(
+        "Run zen4-retime timed the same config and seed again on `Zen 4, 2 cores`: its savings stand for that seed.")
+    beta3 = row_of(report.build_table(runs_frame(rows + [baseline, retime])), "sst2_bert", RP3)
+    assert beta3["n_seeds"] == 2 and beta3["n_runs"] == 3
+    assert beta3["pct_time_savings"] == pytest.approx((30.0 + 20.0) / 2)
+    # A twin without a baseline on its kind has no savings: it times nothing again.
+    assert slowed_note([retime]).endswith("train it again.")
+
+
 def test_a_baseline_timed_on_a_slowed_host_is_no_time_reference_while_one_in_pace_exists():
     from sift_bench.report.notes import report_notes
 

@@ -7,6 +7,7 @@ import pandas as pd
 
 from sift_bench.machine import CONTENDED_FRACTION, PACE_MISMATCH
 from sift_bench.report.diagnostics import baseline_pace, contended_runs, fewer_seeds, missing_metrics, varying_settings
+from sift_bench.report.frame import column
 from sift_bench.report.markdown import fmt
 from sift_bench.report.timing import off_pace_baselines, pace_mismatched_runs, runs_without_baseline, timed_runs
 from sift_bench.report.verdicts import tasks_without_baseline
@@ -23,6 +24,20 @@ def _pace_note(pace: dict) -> str:
             f"factor instead of its % time savings S. The baseline's mean time is {measured:.1f} s, "
             f"{at_median:.1f} s at the median pace. The machine's speed drifted between runs: read savings within "
             "that margin as noise, unless the drift lasted long enough for the nearest baseline to share it.")
+
+
+def retimed_runs(used: pd.DataFrame, timed: pd.DataFrame, run_ids) -> dict[str, tuple[str, str]]:
+    """run_id -> (run_id, machine kind) of the latest run in the table of the same config and seed (config_hash)
+    whose savings count, for each of `run_ids` that one timed again. The table keeps one run per config and seed per
+    machine kind, so such a twin ran on another kind, and both count for accuracy."""
+    hashes = dict(zip(used["run_id"], column(used, "tags.config_hash")))
+    counted = timed[timed["run_time_savings"].notna()].sort_values("midpoint_s", kind="stable")
+    retimes = {}
+    for run_id in run_ids:
+        twins = counted[(counted["run_id"] != run_id) & (counted["run_id"].map(hashes) == hashes.get(run_id))]
+        if pd.notna(hashes.get(run_id)) and len(twins):
+            retimes[run_id] = (twins["run_id"].iloc[-1], twins["machine_kind"].iloc[-1])
+    return retimes
 
 
 def report_notes(table: pd.DataFrame, used: pd.DataFrame, time_plot_drawn: bool) -> list[str]:
@@ -43,12 +58,16 @@ def report_notes(table: pd.DataFrame, used: pd.DataFrame, time_plot_drawn: bool)
     for run_id, fraction in contended_runs(used).items():
         notes.append(f"Run {run_id}: other processes used {fraction:.2f} of a core per second while it trained "
                      f"(over {CONTENDED_FRACTION:g}): its time is suspect.")
-    for run_id, (ratio, reference) in pace_mismatched_runs(timed).items():
+    mismatched = pace_mismatched_runs(timed)
+    retimes = retimed_runs(used, timed, mismatched)
+    for run_id, (ratio, reference) in mismatched.items():
+        retime = (f"Run {retimes[run_id][0]} timed the same config and seed again on `{retimes[run_id][1]}`: its "
+                  "savings stand for that seed." if run_id in retimes
+                  else "The table sweeps (tracking.rerun_contended) train it again.")
         notes.append(f"Run {run_id}: its evaluations (the same work in every run of its task) took {ratio:.2f} times "
                      f"as long as those of its time reference, baseline run {reference} (outside 1/{PACE_MISMATCH:g} "
                      f"to {PACE_MISMATCH:g}): the machine ran at another speed for the two, which other_cpu_fraction "
-                     "does not see (a slowed host). Its savings are left out of its row's; its accuracy counts. "
-                     "The table sweeps (tracking.rerun_contended) train it again.")
+                     f"does not see (a slowed host). Its savings are left out of its row's; its accuracy counts. {retime}")
     for run_id, ratio in off_pace_baselines(timed).items():
         notes.append(f"Baseline run {run_id}: its evaluations took {ratio:.2f} times the median of its kind's "
                      f"baselines' (outside 1/{PACE_MISMATCH:g} to {PACE_MISMATCH:g}): the host ran at another speed "
