@@ -31,9 +31,9 @@ TIMING_RULE = (
     "compared with its reference baseline's: a run outside "
     f"1/{PACE_MISMATCH:g} to {PACE_MISMATCH:g} times it (both over {PACE_PROBE_MIN_S:g} s) was timed at another "
     "machine speed, and its savings are left out of its row's (its accuracy counts; the notes name it, and the "
-    "table sweeps train it again; once timed again on another kind, the notes name that run). By the same measure a baseline whose evaluations took outside that range of "
-    "the median of its kind's baselines' was timed on a slowed host: it is no run's time reference while one in "
-    "pace exists (its accuracy counts; the notes name it).")
+    "table sweeps train it again; once timed again on another kind, the notes name that run). By the same measure "
+    "a baseline whose evaluations took outside that range of the median of its kind's baselines' was timed on a "
+    "slowed host: it is no run's time reference while one in pace exists (its accuracy counts; the notes name it).")
 
 FRONTIER_RULE = (
     "A data-selection method must beat simply training for less at the same compute: a budget-matched "

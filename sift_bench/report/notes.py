@@ -34,8 +34,11 @@ def retimed_runs(used: pd.DataFrame, timed: pd.DataFrame, run_ids) -> dict[str, 
     counted = timed[timed["run_time_savings"].notna()].sort_values("midpoint_s", kind="stable")
     retimes = {}
     for run_id in run_ids:
-        twins = counted[(counted["run_id"] != run_id) & (counted["run_id"].map(hashes) == hashes.get(run_id))]
-        if pd.notna(hashes.get(run_id)) and len(twins):
+        config = hashes.get(run_id)
+        if pd.isna(config):
+            continue  # a run logged before config_hash existed: no twin can be told apart
+        twins = counted[(counted["run_id"] != run_id) & (counted["run_id"].map(hashes) == config)]
+        if len(twins):
             retimes[run_id] = (twins["run_id"].iloc[-1], twins["machine_kind"].iloc[-1])
     return retimes
 
@@ -67,7 +70,8 @@ def report_notes(table: pd.DataFrame, used: pd.DataFrame, time_plot_drawn: bool)
         notes.append(f"Run {run_id}: its evaluations (the same work in every run of its task) took {ratio:.2f} times "
                      f"as long as those of its time reference, baseline run {reference} (outside 1/{PACE_MISMATCH:g} "
                      f"to {PACE_MISMATCH:g}): the machine ran at another speed for the two, which other_cpu_fraction "
-                     f"does not see (a slowed host). Its savings are left out of its row's; its accuracy counts. {retime}")
+                     "does not see (a slowed host). Its savings are left out of its row's; its accuracy counts. "
+                     + retime)
     for run_id, ratio in off_pace_baselines(timed).items():
         notes.append(f"Baseline run {run_id}: its evaluations took {ratio:.2f} times the median of its kind's "
                      f"baselines' (outside 1/{PACE_MISMATCH:g} to {PACE_MISMATCH:g}): the host ran at another speed "
