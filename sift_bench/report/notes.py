@@ -32,12 +32,13 @@ def retimed_runs(used: pd.DataFrame, timed: pd.DataFrame, run_ids) -> dict[str, 
     machine kind, so such a twin ran on another kind, and both count for accuracy."""
     hashes = dict(zip(used["run_id"], column(used, "tags.config_hash")))
     counted = timed[timed["run_time_savings"].notna()].sort_values("midpoint_s", kind="stable")
+    counted_configs = counted["run_id"].map(hashes)  # once, not per run looked up
     retimes = {}
     for run_id in run_ids:
         config = hashes.get(run_id)
         if pd.isna(config):
             continue  # a run logged before config_hash existed: no twin can be told apart
-        twins = counted[(counted["run_id"] != run_id) & (counted["run_id"].map(hashes) == config)]
+        twins = counted[(counted["run_id"] != run_id) & (counted_configs == config)]
         if len(twins):
             retimes[run_id] = (twins["run_id"].iloc[-1], twins["machine_kind"].iloc[-1])
     return retimes
